@@ -1,0 +1,156 @@
+"""The ``claude-nvim`` command."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import Iterator, Sequence
+
+import trio
+
+from . import __version__
+from .editor import EditorGone, PynvimEditor
+from .headless import headless_nvim
+from .plugins import ToolRegistryError, load_tools
+from .server import AlreadyServed, App
+
+log = logging.getLogger("claude_nvim")
+
+NO_NVIM = """\
+claude-nvim: no Neovim to attach to.
+Run it from a Neovim terminal (:terminal claude-nvim serve), where $NVIM is set,
+or name Neovim's RPC address: claude-nvim serve --nvim /path/to/nvim.sock
+(start Neovim with --listen ADDR to get one), or try it with --headless."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    _configure_logging(args.log_level, args.log_file)
+    if not hasattr(args, "command"):
+        parser.print_help()
+        return 2
+    result: int = args.command(args)
+    return result
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="claude-nvim", description="Connect Neovim to the Claude Code CLI."
+    )
+    parser.add_argument("--version", action="version", version=f"claude-nvim {__version__}")
+    parser.add_argument("--log-level", default=os.environ.get("CLAUDE_NVIM_LOG_LEVEL", "info"),
+                        choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--log-file", help="also log to this file")
+    sub = parser.add_subparsers(metavar="COMMAND")
+
+    serve = sub.add_parser("serve", help="serve Claude Code's IDE protocol for a Neovim")
+    serve.set_defaults(command=cmd_serve)
+    where = serve.add_mutually_exclusive_group()
+    where.add_argument("--nvim", metavar="ADDR",
+                       help="Neovim's RPC address: socket path, named pipe or host:port "
+                            "(default: $NVIM, set inside Neovim's :terminal)")
+    where.add_argument("--headless", action="store_true",
+                       help="start a private headless Neovim (--clean) in this directory")
+    serve.add_argument("--port", type=int, default=0,
+                       help="port on 127.0.0.1 (default: a free one)")
+    _add_disable(serve)
+
+    tools = sub.add_parser("tools", help="list the tools and the plugins they come from")
+    tools.set_defaults(command=cmd_tools)
+    _add_disable(tools)
+    return parser
+
+
+def _add_disable(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--disable", metavar="NAME", action="append", default=[],
+                        help="leave out a tool or a plugin (repeatable; also "
+                             "CLAUDE_NVIM_DISABLE=a,b)")
+
+
+def _configure_logging(level: str, log_file: str | None) -> None:
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if log_file:
+        handlers.append(logging.FileHandler(log_file, encoding="utf-8"))
+    logging.basicConfig(level=level.upper(), handlers=handlers,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def _disabled(args: argparse.Namespace) -> list[str]:
+    from_env = os.environ.get("CLAUDE_NVIM_DISABLE", "")
+    return [*args.disable, *(n.strip() for n in from_env.split(",") if n.strip())]
+
+
+def cmd_tools(args: argparse.Namespace) -> int:
+    try:
+        loaded = load_tools(disabled=_disabled(args))
+    except ToolRegistryError as exc:
+        print(f"claude-nvim: {exc}", file=sys.stderr)
+        return 1
+    for tool in loaded.tools.values():
+        hidden = "" if tool.description is not None else "  (hidden)"
+        print(f"{tool.name:24} {tool.plugin}{hidden}")
+    for broken in loaded.broken:
+        print(f"{'(broken)':24} {broken.name}: {broken.error}")
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        loaded = load_tools(disabled=_disabled(args))
+    except ToolRegistryError as exc:
+        print(f"claude-nvim: {exc}", file=sys.stderr)
+        return 1
+    with _neovim_address(args) as address:
+        if address is None:
+            print(NO_NVIM, file=sys.stderr)
+            return 2
+        app = App(PynvimEditor(address), loaded.tools, port=args.port)
+        try:
+            return _run(app)
+        except KeyboardInterrupt:
+            log.info("stopped: interrupted")
+            return 130
+
+
+def _run(app: App) -> int:
+    status = 0
+    try:
+        trio.run(_serve, app)
+    except* EditorGone as group:
+        log.info("stopped: Neovim went away (%s)", group.exceptions[0])
+    except* AlreadyServed as group:
+        print(f"claude-nvim: {group.exceptions[0]}", file=sys.stderr)
+        status = 1
+    return status
+
+
+@contextlib.contextmanager
+def _neovim_address(args: argparse.Namespace) -> Iterator[str | None]:
+    if args.headless:
+        with headless_nvim(cwd=os.getcwd()) as (address, _process):
+            log.info("started a headless Neovim at %s; diffs there can only be answered over "
+                     "RPC (nvim --server %s --remote-send ...)", address, address)
+            yield address
+    else:
+        yield args.nvim or os.environ.get("NVIM") or None
+
+
+async def _serve(app: App) -> None:
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_stop_on_signals, nursery.cancel_scope)
+        await app.run()
+        nursery.cancel_scope.cancel()
+
+
+async def _stop_on_signals(scope: trio.CancelScope) -> None:
+    wanted = [signal.SIGTERM] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+    with trio.open_signal_receiver(*wanted) as received:
+        async for signum in received:
+            log.info("stopping on %s", signal.Signals(signum).name)
+            scope.cancel()
+            return

@@ -1,0 +1,179 @@
+"""The shared Neovim half: the ``claude_nvim`` Lua module every tool may use.
+
+It holds the helpers tools share (UTF-16 columns, the "active editor" test, finding a buffer
+by path), the guarded notification channel back to the server, and the per-server state in
+Neovim: the one-server-per-Neovim claim, the environment for ``claude``, workspace folders.
+"""
+
+from __future__ import annotations
+
+MODULE = "claude_nvim"
+
+LUA = r"""
+local api = vim.api
+local uv = vim.uv or vim.loop
+local M = { chan = nil, port = nil }
+
+-- Byte offset (0-based) in `line` -> UTF-16 code units, as LSP and the CLI count.
+function M.utf16(line, byte)
+  if byte <= 0 then return 0 end
+  if byte >= #line then byte = #line end
+  local ok, n = pcall(vim.str_utfindex, line, 'utf-16', byte, false)
+  if ok and n then return n end
+  local _, n16 = vim.str_utfindex(line, byte)  -- Neovim < 0.11
+  return n16
+end
+
+function M.file_url(path) return 'file://' .. path end
+
+-- The CLI compares paths as strings: make ours absolute without resolving symlinks.
+function M.absolute(path)
+  if path:sub(1, 1) == '~' and (path:len() == 1 or path:sub(2, 2) == '/') then
+    path = (vim.env.HOME or '') .. path:sub(2)
+  elseif path:sub(1, 1) ~= '/' and not path:match('^%a:[/\\]') then
+    path = vim.fn.getcwd(-1, -1) .. '/' .. path
+  end
+  return vim.fs.normalize(path)
+end
+
+-- An "active editor": a normal file buffer in a normal window, not one of our diff proposals.
+function M.is_editor(win)
+  win = (win == nil or win == 0) and api.nvim_get_current_win() or win
+  if api.nvim_win_get_config(win).relative ~= '' then return false end
+  local buf = api.nvim_win_get_buf(win)
+  return vim.bo[buf].buftype == '' and api.nvim_buf_get_name(buf) ~= ''
+    and not vim.b[buf].claude_nvim_proposal
+end
+
+-- The buffer whose file is the first of `candidates` (paths) that matches one, or nil.
+function M.find_buffer(candidates)
+  local by_name, by_real = {}, {}
+  for _, buf in ipairs(api.nvim_list_bufs()) do
+    local name = api.nvim_buf_get_name(buf)
+    if name ~= '' then by_name[vim.fs.normalize(name)] = by_name[vim.fs.normalize(name)] or buf end
+  end
+  for _, path in ipairs(candidates) do
+    local buf = by_name[M.absolute(path)]
+    if buf then return buf end
+  end
+  for buf_name, buf in pairs(by_name) do
+    local real = uv.fs_realpath(buf_name)
+    if real then by_real[real] = by_real[real] or buf end
+  end
+  for _, path in ipairs(candidates) do
+    local real = uv.fs_realpath(M.absolute(path))
+    if real and by_real[real] then return by_real[real] end
+  end
+  return nil
+end
+
+-- Notify the server. A dead channel (the server went away) switches claude-nvim off here, so
+-- no autocmd ever raises "Invalid channel" at the user.
+function M.notify(event, ...)
+  if M.chan == nil then return false end
+  if pcall(vim.rpcnotify, M.chan, event, ...) then return true end
+  M.unload()
+  return false
+end
+
+function M.log(level, msg) return M.notify('claude_nvim_log', level, msg) end
+
+-- Wrap an autocmd callback: its errors go to the server's log, not to :messages.
+function M.guard(fn)
+  return function(...)
+    local ok, err = pcall(fn, ...)
+    if not ok then M.log('error', tostring(err)) end
+  end
+end
+
+function M.workspace_folders()
+  local seen, out = {}, {}
+  local function add(path)
+    if not path or path == '' then return end
+    path = vim.fs.normalize(M.absolute(path))
+    if not seen[path] then seen[path] = true; out[#out + 1] = path end
+  end
+  add(vim.fn.getcwd(-1, -1))
+  local get_clients = vim.lsp.get_clients or vim.lsp.get_active_clients
+  for _, client in ipairs(get_clients()) do
+    for _, folder in ipairs(client.workspace_folders or {}) do add(vim.uri_to_fname(folder.uri)) end
+  end
+  return out
+end
+
+function M.start(chan)
+  M.chan = chan
+  local group = api.nvim_create_augroup('claude_nvim', { clear = true })
+  local function folders_changed()
+    vim.schedule(M.guard(function() M.notify('claude_nvim_folders', M.workspace_folders()) end))
+  end
+  api.nvim_create_autocmd({ 'DirChanged', 'LspAttach', 'LspDetach' }, {
+    group = group, callback = folders_changed,
+  })
+end
+
+-- Listening on `port`: publish it to Neovim's environment so that `claude` started from any
+-- :terminal connects here (protocol doc section 4).
+function M.publish(port)
+  M.port = port
+  local info = vim.g.claude_nvim_server or {}
+  info.port = port
+  vim.g.claude_nvim_server = info
+  vim.env.CLAUDE_CODE_SSE_PORT = tostring(port)
+  vim.env.ENABLE_IDE_INTEGRATION = 'true'
+  vim.env.FORCE_CODE_TERMINAL = 'true'
+  for _, var in ipairs({ 'no_proxy', 'NO_PROXY' }) do
+    local value = vim.env[var] or ''
+    local have = {}
+    for _, host in ipairs(vim.split(value, ',', { trimempty = true })) do have[vim.trim(host)] = true end
+    for _, host in ipairs({ 'localhost', '127.0.0.1', '::1' }) do
+      if not have[host] then value = value == '' and host or (value .. ',' .. host) end
+    end
+    vim.env[var] = value
+  end
+  return { pid = vim.fn.getpid(), folders = M.workspace_folders() }
+end
+
+function M.stop()
+  pcall(api.nvim_del_augroup_by_name, 'claude_nvim')
+  local info = vim.g.claude_nvim_server
+  if type(info) == 'table' and info.channel == M.chan then vim.g.claude_nvim_server = nil end
+  if M.port and vim.env.CLAUDE_CODE_SSE_PORT == tostring(M.port) then
+    vim.env.CLAUDE_CODE_SSE_PORT = nil
+  end
+  M.chan, M.port = nil, nil
+end
+
+-- Switch claude-nvim off in this Neovim: every module's autocmds, timers and commands.
+function M.unload()
+  for name, mod in pairs(package.loaded) do
+    if name:match('^claude_nvim%.') and type(mod) == 'table' and mod.stop then pcall(mod.stop) end
+  end
+  M.stop()
+end
+
+return M
+"""
+
+CLAIM_LUA = r"""
+-- Claim this Neovim for the server on channel `chan`, before anything of ours is installed.
+-- Returns the live server that holds it already, or nil. One Lua call: two servers starting
+-- at once cannot both win.
+local chan, pid = ...
+local info = vim.g.claude_nvim_server
+if type(info) == 'table' and info.channel ~= chan and info.channel ~= nil
+    and not vim.tbl_isempty(vim.api.nvim_get_chan_info(info.channel)) then
+  return info
+end
+vim.g.claude_nvim_server = { channel = chan, pid = pid, port = vim.NIL }
+return vim.NIL
+"""
+
+INSTALL_LUA = r"""
+-- Install (or replace) Lua modules; a replaced module of a dead server is stopped first.
+for _, m in ipairs(...) do
+  local old = package.loaded[m[1]]
+  if type(old) == 'table' and type(old.stop) == 'function' then pcall(old.stop) end
+  package.loaded[m[1]] = assert(loadstring(m[2], '=' .. m[1]))()
+end
+"""

@@ -1,0 +1,187 @@
+"""The MCP / JSON-RPC 2.0 layer, free of I/O: one :class:`McpSession` per connection.
+
+``await session.handle(text)`` takes one incoming message and returns the reply to send, or
+``None`` (notifications, responses, cancelled calls). The transport lives in ``server.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import trio
+
+from . import __version__
+from .editor import EditorGone
+from .schema import validate
+from .tool import JSON, ConnectionInfo, Tool, ToolContext, ToolError, error_result
+
+log = logging.getLogger(__name__)
+
+PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INTERNAL_ERROR = -32700, -32600, -32601, -32603
+
+
+class RpcError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def error_response(request_id: Any, code: int, message: str) -> JSON:
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+
+
+def notification(method: str, params: JSON) -> JSON:
+    return {"jsonrpc": "2.0", "method": method, "params": params}
+
+
+def encode(message: JSON) -> str:
+    """One JSON-RPC message as compact JSON text, UTF-8 safe.
+
+    Text from non-UTF-8 buffers may hold lone surrogates, which cannot be sent as UTF-8; those
+    messages fall back to ``\\u`` escapes.
+    """
+    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = json.dumps(message, separators=(",", ":"))
+    return text
+
+
+ContextFactory = Callable[[Tool, ConnectionInfo], ToolContext]
+
+
+class McpSession:
+    """One client's MCP session: its state and its dispatch, over any transport."""
+
+    def __init__(
+        self,
+        connection: ConnectionInfo,
+        tools: Mapping[str, Tool],
+        make_context: ContextFactory,
+    ) -> None:
+        self.connection = connection
+        self.tools = tools
+        self.make_context = make_context
+        self.initialized = False
+        self.tools_listed = trio.Event()
+        """Set once the first ``tools/list`` is answered: the CLI listens from then on."""
+        self._in_flight: dict[Any, trio.CancelScope] = {}
+
+    async def handle(self, raw: str | bytes) -> JSON | None:
+        """Answer one incoming message; ``None`` when nothing is to be sent back."""
+        if isinstance(raw, bytes):
+            return error_response(None, INVALID_REQUEST, "Binary frames are not supported")
+        try:
+            message = json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            return error_response(None, PARSE_ERROR, f"Parse error: {exc}")
+        if not isinstance(message, dict):
+            what = "batches are not supported" if isinstance(message, list) else "not an object"
+            return error_response(None, INVALID_REQUEST, f"Invalid request: {what}")
+        request_id = message.get("id")
+        is_request = "id" in message
+        if is_request and not _valid_id(request_id):
+            return error_response(None, INVALID_REQUEST, "Invalid request: bad id")
+        method = message.get("method")
+        if message.get("jsonrpc") != "2.0" or not isinstance(method, str):
+            if is_request and "method" not in message and ("result" in message or
+                                                            "error" in message):
+                return None  # a response; this server sends no requests
+            return error_response(request_id, INVALID_REQUEST,
+                                  "Invalid request: not JSON-RPC 2.0")
+        params = message.get("params")
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            if not is_request:
+                return None
+            return error_response(request_id, INVALID_REQUEST, "Invalid request: bad params")
+        if not is_request:
+            self._on_notification(method, params)
+            return None
+        try:
+            with trio.CancelScope() as scope:
+                self._in_flight[request_id] = scope
+                result = await self._on_request(method, params)
+                return {"jsonrpc": "2.0", "id": request_id, "result": result}
+            return None  # cancelled by the client: no reply
+        except RpcError as exc:
+            return error_response(request_id, exc.code, exc.message)
+        finally:
+            if self._in_flight.get(request_id) is scope:
+                del self._in_flight[request_id]
+
+    def _on_notification(self, method: str, params: JSON) -> None:
+        if method == "notifications/initialized":
+            self.initialized = True
+        elif method == "ide_connected":
+            pid = params.get("pid")
+            self.connection.client_pid = pid if isinstance(pid, int) else None
+            log.info("connection %d: claude pid %s", self.connection.id, pid)
+        elif method == "notifications/cancelled":
+            scope = self._in_flight.get(_hashable(params.get("requestId")))
+            if scope is not None:
+                scope.cancel()
+
+    async def _on_request(self, method: str, params: JSON) -> Any:
+        if method == "initialize":
+            info = params.get("clientInfo")
+            self.connection.client_info = info if isinstance(info, dict) else {}
+            version = params.get("protocolVersion")
+            return {
+                "protocolVersion": version if version in PROTOCOL_VERSIONS else PROTOCOL_VERSIONS[0],
+                "capabilities": {"tools": {"listChanged": False}},
+                "serverInfo": {"name": "claude-nvim", "version": __version__},
+            }
+        if method == "tools/list":
+            listed = [t.describe() for t in self.tools.values() if t.description is not None]
+            self.tools_listed.set()
+            return {"tools": listed}
+        if method == "tools/call":
+            return await self._call_tool(params)
+        if method == "ping":
+            return {}
+        if method == "prompts/list":
+            return {"prompts": []}
+        raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
+
+    async def _call_tool(self, params: JSON) -> JSON:
+        name = params.get("name")
+        tool = self.tools.get(name) if isinstance(name, str) else None
+        if tool is None:
+            raise RpcError(METHOD_NOT_FOUND, f"Tool not found: {name}")
+        arguments = params.get("arguments")
+        if arguments is None:
+            arguments = {}
+        problem = validate(arguments, tool.input_schema)
+        if problem:
+            return error_result(f"Invalid arguments for {tool.name}: {problem}")
+        try:
+            result = await tool.handler(self.make_context(tool, self.connection), arguments)
+        except ToolError as exc:
+            return error_result(str(exc))
+        except EditorGone:
+            return error_result("Neovim went away")
+        except Exception as exc:
+            log.exception("tool %s failed", tool.name)
+            return error_result(f"Internal error: {type(exc).__name__}: {exc}")
+        if not isinstance(result, dict) or not isinstance(result.get("content"), list):
+            log.error("tool %s returned %r, not a tool result", tool.name, type(result))
+            return error_result(f"Internal error: tool {tool.name} returned no tool result")
+        return result
+
+
+def _valid_id(value: Any) -> bool:
+    return value is None or isinstance(value, str) or (
+        isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+def _hashable(value: Any) -> Any:
+    return value if _valid_id(value) else None

@@ -1,0 +1,267 @@
+"""Selection tracking: its Neovim half (autocmds and a throttle, in Lua) and its server half.
+
+Lua computes the selection on each cursor or mode event and sends it with a leading+trailing
+throttle, so a single move arrives at once and a burst costs one message per window. The
+server keeps only the latest value; each connection sends the newest state it has not sent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+
+MODULE = "claude_nvim.selection"
+NOTIFICATION = "claude_nvim_selection"
+TEXT_CAP = 10_000
+"""Bytes of selection text a notification carries (the CLI uses 2,000 characters)."""
+WINDOW_MS = 50
+"""The throttle window: at most one notification per window, the final state always sent."""
+
+LUA = r"""
+local api = vim.api
+local core = package.loaded['claude_nvim']
+local M = {}
+local CAP, WINDOW_MS = %(cap)d, %(window)d
+local VISUAL = { v = 'v', V = 'V', ['\22'] = '\22', s = 'v', S = 'V', ['\19'] = '\22' }
+
+local function line_at(buf, row) return api.nvim_buf_get_lines(buf, row, row + 1, false)[1] or '' end
+
+-- Cut `s` to at most `n` bytes without splitting a UTF-8 character.
+local function cut(s, n)
+  if #s <= n then return s end
+  while n > 0 and bit.band(s:byte(n + 1), 0xC0) == 0x80 do n = n - 1 end
+  return s:sub(1, n)
+end
+
+-- Join fragment(row, line) for rows r1..r2 with '\n'. With a cap, read lines in small chunks
+-- and stop once `cap` bytes are collected, so a huge selection costs no more than a small one.
+local function collect(buf, r1, r2, fragment, cap)
+  local parts, size, row = {}, 0, r1
+  local chunk = cap and 64 or (r2 - r1 + 1)
+  while row <= r2 do
+    if cap and size > cap then break end
+    local last = math.min(r2, row + chunk - 1)
+    for i, line in ipairs(api.nvim_buf_get_lines(buf, row, last + 1, false)) do
+      local piece = fragment(row + i - 1, line)
+      parts[#parts + 1] = piece
+      size = size + #piece + 1
+    end
+    row = last + 1
+  end
+  local text = table.concat(parts, '\n')
+  if cap and (#text > cap or row <= r2) then return cut(text, cap), true end
+  return text, false
+end
+
+local function payload(buf, text, truncated, sl, sc, el, ec)
+  local name = api.nvim_buf_get_name(buf)
+  local p = {
+    text = text, filePath = name, fileUrl = core.file_url(name),
+    selection = {
+      start = { line = sl, character = sc }, ['end'] = { line = el, character = ec },
+      isEmpty = sl == el and sc == ec,
+    },
+  }
+  if truncated then p.truncated = true end
+  return p
+end
+
+-- The selection of kind 'v', 'V' or CTRL-V between positions a and b ({row, byte col}, both
+-- 0-based, in either order; b.eol: the selection takes in b's line break), as a payload.
+local function region(buf, kind, a, b, cap)
+  if b[1] < a[1] or (b[1] == a[1] and b[2] < a[2]) then a, b = b, a end
+  if kind == 'V' then
+    local last = line_at(buf, b[1])
+    local text, truncated = collect(buf, a[1], b[1], function(_, l) return l end, cap)
+    return payload(buf, text, truncated, a[1], 0, b[1], core.utf16(last, #last))
+  elseif kind == 'v' then
+    local first, last = line_at(buf, a[1]), line_at(buf, b[1])
+    local s = math.min(a[2], #first)
+    local e, el, ec  -- e: exclusive end byte on row b[1]
+    local eol = b.eol or b[2] >= #last
+    if eol then
+      e = #last
+    elseif vim.o.selection == 'exclusive' then
+      e = b[2]
+    else
+      e = b[2] + vim.str_utf_end(last, b[2] + 1) + 1
+    end
+    local text, truncated = collect(buf, a[1], b[1], function(row, l)
+      return l:sub((row == a[1] and s or 0) + 1, row == b[1] and e or #l)
+    end, cap)
+    if eol and b[1] + 1 < api.nvim_buf_line_count(buf) then
+      if not truncated then text = text .. '\n' end
+      el, ec = b[1] + 1, 0
+    else
+      el, ec = b[1], core.utf16(last, e)
+    end
+    return payload(buf, text, truncated, a[1], core.utf16(first, s), el, ec)
+  end
+  -- Blockwise: the covering span from (top, leftmost column) to (bottom, rightmost column + 1).
+  return api.nvim_buf_call(buf, function()
+    local va = vim.fn.virtcol({ a[1] + 1, a[2] + 1 }, 1)
+    local vb = vim.fn.virtcol({ b[1] + 1, b[2] + 1 }, 1)
+    local left = math.min(va[1], vb[1])
+    local right = (a.eol or b.eol) and math.huge or math.max(va[2], vb[2])
+    local function span(row, l)  -- the block's bytes [s, e) on a row
+      if l == '' or vim.fn.strdisplaywidth(l) < left then return #l, #l end
+      local s = vim.fn.virtcol2col(0, row + 1, left) - 1
+      if right == math.huge then return s, #l end
+      local e = vim.fn.virtcol2col(0, row + 1, right)
+      return s, math.min(#l, e + vim.str_utf_end(l, e))
+    end
+    local text, truncated = collect(buf, a[1], b[1], function(row, l)
+      local s, e = span(row, l)
+      return l:sub(s + 1, e)
+    end, cap)
+    local top, bottom = line_at(buf, a[1]), line_at(buf, b[1])
+    local ts = span(a[1], top)
+    local _, be = span(b[1], bottom)
+    return payload(buf, text, truncated, a[1], core.utf16(top, ts), b[1], core.utf16(bottom, be))
+  end)
+end
+
+local function cursor_payload(buf, win)
+  local cur = api.nvim_win_get_cursor(win)
+  local col = core.utf16(line_at(buf, cur[1] - 1), cur[2])
+  return payload(buf, '', false, cur[1] - 1, col, cur[1] - 1, col)
+end
+
+-- The live selection in the current window: {kind, a, b} while in Visual or Select mode.
+local function live_region()
+  local kind = VISUAL[api.nvim_get_mode().mode:sub(1, 1)]
+  if not kind then return nil end
+  local v, c = vim.fn.getpos('v'), vim.fn.getcurpos()
+  local b = { c[2] - 1, c[3] - 1 }
+  b.eol = c[5] == vim.v.maxcol  -- `$` was pressed: the selection runs to the end of line
+  return { kind = kind, a = { v[2] - 1, v[3] - 1 }, b = b }
+end
+
+-- The current selection (or cursor) of the active editor, or nil when there is none.
+function M.current(cap)
+  local win = api.nvim_get_current_win()
+  if not core.is_editor(win) then return nil end
+  local buf = api.nvim_win_get_buf(win)
+  local r = live_region()
+  if r then return region(buf, r.kind, r.a, r.b, cap) end
+  return cursor_payload(buf, win)
+end
+
+-- The latest completed Visual selection: {buf, tick, kind, a, b, payload}. `payload` has
+-- capped text; the full text is re-read while the buffer is unchanged.
+local latest = nil
+local visual_snapshot = nil  -- the last state seen inside Visual mode
+
+function M.latest()
+  if latest == nil then return nil end
+  if api.nvim_buf_is_valid(latest.buf) and latest.kind
+      and api.nvim_buf_get_changedtick(latest.buf) == latest.tick then
+    return region(latest.buf, latest.kind, latest.a, latest.b, nil)
+  end
+  return latest.payload
+end
+
+-- Throttled sending: a leading edge at once, then at most one send per window, and the
+-- trailing edge always sends the final state.
+local timer, state, last_key, pending = nil, nil, nil, false
+
+local function key(p)
+  local s = p.selection
+  return table.concat({ p.filePath, s.start.line, s.start.character, s['end'].line,
+    s['end'].character, p.text }, '\0')
+end
+
+local function send()
+  pending = false
+  if state == nil then return end
+  local k = key(state)
+  if k ~= last_key and core.notify('%(event)s', state) then last_key = k end
+end
+
+local function arm()
+  timer:start(WINDOW_MS, 0, vim.schedule_wrap(core.guard(function()
+    if pending then send(); arm() end
+  end)))
+end
+
+local function on_event()
+  local win = api.nvim_get_current_win()
+  if not core.is_editor(win) then return end  -- keep showing the last editor's state
+  local buf = api.nvim_win_get_buf(win)
+  local r = live_region()
+  if r then
+    state = region(buf, r.kind, r.a, r.b, CAP)
+    visual_snapshot = { buf = buf, tick = api.nvim_buf_get_changedtick(buf), payload = state }
+  else
+    state = cursor_payload(buf, win)
+  end
+  if timer:is_active() then pending = true; return end
+  send(); arm()
+end
+
+-- Leaving Visual mode records the latest selection and sends it at once, outside the throttle.
+local function on_mode_changed()
+  local old, new = vim.v.event.old_mode:sub(1, 1), vim.v.event.new_mode:sub(1, 1)
+  if not (VISUAL[old] and not VISUAL[new]) then return on_event() end
+  local win = api.nvim_get_current_win()
+  if not core.is_editor(win) then return end
+  local buf = api.nvim_win_get_buf(win)
+  local tick = api.nvim_buf_get_changedtick(buf)
+  local snap = visual_snapshot
+  visual_snapshot = nil
+  if snap and snap.buf == buf and snap.tick ~= tick then
+    latest = { buf = buf, payload = snap.payload }  -- the command changed the text (d, c, ...)
+  else
+    local s, e = api.nvim_buf_get_mark(buf, '<'), api.nvim_buf_get_mark(buf, '>')
+    if s[1] == 0 then return end
+    local kind = VISUAL[vim.fn.visualmode()] or 'v'
+    local b = { e[1] - 1, e[2] }
+    b.eol = e[2] >= vim.v.maxcol
+    latest = { buf = buf, tick = tick, kind = kind, a = { s[1] - 1, s[2] }, b = b }
+    latest.payload = region(buf, kind, latest.a, latest.b, CAP)
+  end
+  state = latest.payload
+  send()
+  if not timer:is_active() then arm() end
+end
+
+function M.start()
+  timer = timer or (vim.uv or vim.loop).new_timer()
+  local group = api.nvim_create_augroup('claude_nvim_selection', { clear = true })
+  api.nvim_create_autocmd({ 'CursorMoved', 'CursorMovedI', 'BufEnter' }, {
+    group = group, callback = core.guard(on_event),
+  })
+  api.nvim_create_autocmd('ModeChanged', { group = group, callback = core.guard(on_mode_changed) })
+  last_key = nil
+  on_event()
+end
+
+function M.stop()
+  pcall(api.nvim_del_augroup_by_name, 'claude_nvim_selection')
+  if timer then timer:stop(); timer:close(); timer = nil end
+end
+
+return M
+""" % {"cap": TEXT_CAP, "window": WINDOW_MS, "event": NOTIFICATION}
+
+
+class SelectionTracker:
+    """The latest selection Neovim reported; no queue, so a slow client skips states."""
+
+    def __init__(self) -> None:
+        self.current: dict[str, Any] | None = None
+        self.version = 0
+        self._changed = trio.Event()
+
+    def update(self, payload: dict[str, Any]) -> None:
+        self.current = payload
+        self.version += 1
+        self._changed.set()
+        self._changed = trio.Event()
+
+    async def wait_newer(self, version: int) -> tuple[int, dict[str, Any]]:
+        """Wait for a state newer than ``version``; returns ``(version, payload)``."""
+        while self.version <= version or self.current is None:
+            await self._changed.wait()
+        return self.version, self.current

@@ -1,0 +1,229 @@
+"""The App: one trio nursery running the Neovim session beside the WebSocket MCP server."""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import itertools
+import logging
+import os
+import secrets
+from functools import partial
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import trio
+from trio_websocket import ConnectionClosed, WebSocketConnection, WebSocketRequest, serve_websocket
+
+from . import lockfile, lua_util, selection
+from .editor import Editor, PynvimEditor, parse_address
+from .mcp import McpSession, encode, notification
+from .tool import JSON, ConnectionInfo, Tool, ToolContext
+
+log = logging.getLogger(__name__)
+
+AUTH_HEADER = b"x-claude-code-ide-authorization"
+MAX_MESSAGE_BYTES = 64 * 2**20
+FIRST_PUSH_DELAY = 0.5
+"""Seconds after a client's first tools/list before its first notification: the CLI drops
+notifications that arrive before it has registered its handlers."""
+PING_INTERVAL, PONG_TIMEOUT = 30.0, 60.0
+
+
+class AlreadyServed(Exception):
+    """This Neovim already has a live claude-nvim server."""
+
+
+class App:
+    """claude-nvim for one Neovim: attach, listen on 127.0.0.1, advertise, serve, clean up."""
+
+    def __init__(
+        self,
+        editor: PynvimEditor,
+        tools: Mapping[str, Tool],
+        *,
+        port: int = 0,
+        lock_directory: Path | None = None,
+        token: str | None = None,
+    ) -> None:
+        self.editor = editor
+        self.tools = dict(tools)
+        self.requested_port = port
+        self.lock_directory = lock_directory or lockfile.lock_dir()
+        self.token = token or secrets.token_hex(16)
+        self.selection = selection.SelectionTracker()
+        self.port = 0
+        self.lock_path: Path | None = None
+        self._lock_pid = os.getpid()
+        self._connection_ids = itertools.count(1)
+        editor.on_notification(selection.NOTIFICATION, self._on_selection)
+        editor.on_notification("claude_nvim_folders", self._on_folders)
+        editor.on_notification("claude_nvim_log", self._on_lua_log)
+
+    async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
+        """Serve until cancelled or until Neovim goes away; ``started`` with the port.
+
+        Raises :class:`~claude_nvim.editor.EditorGone` (in an exception group) when Neovim
+        quits, and :class:`AlreadyServed` when another server holds this Neovim.
+        """
+        async with trio.open_nursery() as nursery:
+            # The session is shielded from outside cancellation so that the cleanup below can
+            # still talk to Neovim; it is cancelled last, by us.
+            editor_scope = trio.CancelScope(shield=True)
+            await nursery.start(self._run_editor, editor_scope)
+            try:
+                await self._serve(task_status)
+            finally:
+                await self._clean_up()
+                editor_scope.cancel()
+
+    async def _run_editor(self, scope: trio.CancelScope,
+                          task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        with scope:
+            await self.editor.run(task_status=task_status)
+
+    async def _serve(self, task_status: trio.TaskStatus[int]) -> None:
+        editor = self.editor
+        holder = await editor.exec_lua(lua_util.CLAIM_LUA, editor.channel_id, os.getpid())
+        if holder:
+            raise AlreadyServed(
+                f"this Neovim already has a claude-nvim server (port {holder.get('port')}, "
+                f"pid {holder.get('pid')}); use that one"
+            )
+        modules = [[lua_util.MODULE, lua_util.LUA], [selection.MODULE, selection.LUA]]
+        modules += [[t.lua_module, t.lua] for t in self.tools.values() if t.lua]
+        await editor.exec_lua(lua_util.INSTALL_LUA, modules)
+        await editor.request("nvim_set_client_info", "claude-nvim", {"major": 0, "minor": 1},
+                             "remote", {}, {"pid": os.getpid()})
+        await editor.call_lua(lua_util.MODULE, "start", editor.channel_id)
+        async with trio.open_nursery() as nursery:
+            server = await nursery.start(partial(
+                serve_websocket, self._handle_request, "127.0.0.1", self.requested_port, None,
+                max_message_size=MAX_MESSAGE_BYTES,
+            ))
+            self.port = server.port
+            info = await editor.call_lua(lua_util.MODULE, "publish", self.port)
+            self._lock_pid = self._choose_lock_pid(info["pid"])
+            for stale in lockfile.remove_stale_locks(self.lock_directory, self._lock_pid):
+                log.info("removed a stale lock file of this Neovim: %s", stale)
+            self._write_lock(info["folders"])
+            await editor.call_lua(selection.MODULE, "start")
+            log.info("listening on ws://127.0.0.1:%d, lock file %s", self.port, self.lock_path)
+            task_status.started(self.port)
+
+    def _choose_lock_pid(self, nvim_pid: int) -> int:
+        # A `claude` started in a :terminal of Neovim has Neovim among its ancestors, and the
+        # editor's pid lives as long as the editor: use it when Neovim runs on this machine.
+        kind, where = parse_address(self.editor.address)
+        local = kind == "socket" or where.get("address") in ("127.0.0.1", "localhost", "::1")
+        return nvim_pid if local and lockfile.pid_alive(nvim_pid) else os.getpid()
+
+    def _write_lock(self, folders: list[str]) -> None:
+        content = lockfile.lock_content(self._lock_pid, folders, self.token)
+        self.lock_path = lockfile.write_lock(self.lock_directory, self.port, content)
+
+    async def _clean_up(self) -> None:
+        if self.lock_path is not None:
+            lockfile.remove_lock(self.lock_path)
+        with trio.move_on_after(1, shield=True), contextlib.suppress(Exception):
+            await self.editor.call_lua(lua_util.MODULE, "unload", timeout=1)
+
+    # Notifications from Neovim's Lua.
+
+    def _on_selection(self, args: list[Any]) -> None:
+        if args and isinstance(args[0], dict):
+            self.selection.update(args[0])
+
+    def _on_folders(self, args: list[Any]) -> None:
+        if self.lock_path is not None and args and isinstance(args[0], list):
+            self._write_lock([str(f) for f in args[0]])
+            log.debug("workspace folders now %s", args[0])
+
+    def _on_lua_log(self, args: list[Any]) -> None:
+        level, message = (list(args) + ["error", ""])[:2]
+        log.log(logging.getLevelName(str(level).upper()) if isinstance(level, str) else 40,
+                "Neovim: %s", message)
+
+    # WebSocket connections.
+
+    def _refusal(self, request: WebSocketRequest) -> tuple[int, bytes] | None:
+        token = None
+        for name, value in request.headers:
+            lowered = name.lower()
+            if lowered == b"origin":
+                # Browsers always send Origin; the CLI never does. No web page gets in.
+                return 403, b"Forbidden: browser requests are not accepted"
+            if lowered == AUTH_HEADER:
+                token = value
+        if token is None or not hmac.compare_digest(token, self.token.encode()):
+            return 401, b"Unauthorized"
+        return None
+
+    async def _handle_request(self, request: WebSocketRequest) -> None:
+        refusal = self._refusal(request)
+        if refusal is not None:
+            log.warning("refused a connection: HTTP %d", refusal[0])
+            await request.reject(refusal[0], body=refusal[1])
+            return
+        subprotocol = "mcp" if "mcp" in request.proposed_subprotocols else None
+        ws = await request.accept(subprotocol=subprotocol)
+        connection = ConnectionInfo(id=next(self._connection_ids))
+        session = McpSession(connection, self.tools, self._context)
+        log.info("client %d connected", connection.id)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._push_selection, ws, session)
+                nursery.start_soon(self._keep_alive, ws)
+                try:
+                    while True:
+                        message = await ws.get_message()
+                        nursery.start_soon(self._answer, ws, session, message)
+                except ConnectionClosed:
+                    # Catch it inside the nursery (trio wraps what escapes), then cancel the
+                    # client's in-flight calls: they have nobody to answer to.
+                    nursery.cancel_scope.cancel()
+        finally:
+            log.info("client %d disconnected (%s)", connection.id, ws.closed)
+
+    def _context(self, tool: Tool, connection: ConnectionInfo) -> ToolContext:
+        editor: Editor = self.editor
+        return ToolContext(tool, editor, self.selection, connection,
+                           logging.getLogger(f"claude_nvim.tools.{tool.name}"))
+
+    async def _answer(self, ws: WebSocketConnection, session: McpSession,
+                      message: str | bytes) -> None:
+        reply = await session.handle(message)
+        if reply is not None:
+            await _send(ws, reply)
+
+    async def _push_selection(self, ws: WebSocketConnection, session: McpSession) -> None:
+        await session.tools_listed.wait()
+        await trio.sleep(FIRST_PUSH_DELAY)
+        version = 0
+        while True:
+            version, payload = await self.selection.wait_newer(version)
+            if not await _send(ws, notification("selection_changed", payload)):
+                return
+
+    async def _keep_alive(self, ws: WebSocketConnection) -> None:
+        while True:
+            await trio.sleep(PING_INTERVAL)
+            try:
+                with trio.move_on_after(PONG_TIMEOUT) as waiting:
+                    await ws.ping()
+            except ConnectionClosed:
+                return
+            if waiting.cancelled_caught:
+                log.info("closing a connection that did not answer a ping in %g s", PONG_TIMEOUT)
+                await ws.aclose(1011, "ping timeout")
+                return
+
+
+async def _send(ws: WebSocketConnection, message: JSON) -> bool:
+    """Send one message; ``False`` when the connection is already gone (normal life)."""
+    try:
+        await ws.send_message(encode(message))
+    except ConnectionClosed:
+        return False
+    return True

@@ -1,0 +1,219 @@
+"""Test helpers for claude-nvim and for tool plugin authors: an opt-in pytest plugin.
+
+Put ``pytest_plugins = ["claude_nvim.testing"]`` in your root ``conftest.py`` and run the
+tests with pytest-trio (``trio_mode = true``). Fixtures:
+
+* ``nvim_address``: a fresh headless Neovim (``--clean``) in ``tmp_path``; its socket path.
+* ``nvim``: a second RPC client of that Neovim, to drive it like a user would
+  (``await nvim.request("nvim_input", "vjj")``, ``await nvim.exec_lua(...)``).
+* ``app``: a running claude-nvim :class:`~claude_nvim.server.App` on that Neovim with every
+  installed tool, its lock file in ``tmp_path``.
+* ``client``: an initialized :class:`McpClient` connected to ``app``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import math
+from collections.abc import AsyncIterator, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from trio_websocket import WebSocketConnection, open_websocket
+
+from .editor import PynvimEditor
+from .headless import headless_nvim
+from .mcp import encode
+from .plugins import load_tools
+from .server import App
+from .tool import JSON, Tool
+
+
+@contextlib.asynccontextmanager
+async def attached_editor(address: str) -> AsyncIterator[PynvimEditor]:
+    """A :class:`PynvimEditor` attached to ``address`` for the duration of the block."""
+    editor = PynvimEditor(address)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(editor.run)
+        yield editor
+        nursery.cancel_scope.cancel()
+
+
+@contextlib.asynccontextmanager
+async def running_app(
+    address: str,
+    *,
+    tools: Mapping[str, Tool] | None = None,
+    lock_directory: Path,
+    token: str = "test-token",
+) -> AsyncIterator[App]:
+    """A claude-nvim server attached to the Neovim at ``address``, on a free port."""
+    if tools is None:
+        tools = load_tools().tools
+    app = App(PynvimEditor(address), tools, lock_directory=lock_directory, token=token)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(app.run)
+        yield app
+        nursery.cancel_scope.cancel()
+
+
+class McpError(Exception):
+    """A JSON-RPC error response."""
+
+    def __init__(self, error: JSON) -> None:
+        super().__init__(f"{error.get('code')}: {error.get('message')}")
+        self.code = error.get("code")
+        self.message = error.get("message")
+
+
+class McpClient:
+    """A small MCP client over a real WebSocket, speaking like the ``claude`` CLI does."""
+
+    def __init__(self, ws: WebSocketConnection) -> None:
+        self.ws = ws
+        self.notifications: list[JSON] = []
+        self._ids = itertools.count(0)  # the CLI's ids start at 0
+        self._waiting: dict[Any, trio.MemorySendChannel[JSON]] = {}
+        self._arrived = trio.Event()
+
+    async def _read(self) -> None:
+        with contextlib.suppress(Exception):
+            while True:
+                message = json.loads(await self.ws.get_message())
+                if "id" in message and ("result" in message or "error" in message):
+                    sender = self._waiting.pop(message["id"], None)
+                    if sender is not None:
+                        sender.send_nowait(message)
+                else:
+                    self.notifications.append(message)
+                    self._arrived.set()
+                    self._arrived = trio.Event()
+
+    async def send(self, message: JSON | str) -> None:
+        await self.ws.send_message(message if isinstance(message, str) else encode(message))
+
+    async def request(self, method: str, params: JSON | None = None) -> JSON:
+        """Send a request and return the whole response message."""
+        request_id = next(self._ids)
+        sender, receiver = trio.open_memory_channel[JSON](1)
+        self._waiting[request_id] = sender
+        message: JSON = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        await self.send(message)
+        return await receiver.receive()
+
+    async def result(self, method: str, params: JSON | None = None) -> Any:
+        """The ``result`` of a request; raises :class:`McpError` for an error response."""
+        response = await self.request(method, params)
+        if "error" in response:
+            raise McpError(response["error"])
+        return response["result"]
+
+    async def notify(self, method: str, params: JSON | None = None) -> None:
+        message: JSON = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        await self.send(message)
+
+    async def initialize(self) -> JSON:
+        """The CLI's opening sequence: initialize, initialized, ide_connected, tools/list."""
+        result: JSON = await self.result("initialize", {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"roots": {"listChanged": True}},
+            "clientInfo": {"name": "claude-nvim-tests", "version": "0"},
+        })
+        await self.notify("notifications/initialized")
+        await self.notify("ide_connected", {"pid": 4242})
+        await self.result("tools/list")
+        return result
+
+    async def call_tool(self, name: str, arguments: JSON | None = None) -> JSON:
+        """A ``tools/call`` result (with ``isError`` when the tool failed)."""
+        params: JSON = {"name": name, "_meta": {"progressToken": 7}}
+        if arguments is not None:
+            params["arguments"] = arguments
+        result: JSON = await self.result("tools/call", params)
+        return result
+
+    async def call_json(self, name: str, arguments: JSON | None = None) -> Any:
+        """Call a tool whose answer is JSON text, and decode it."""
+        result = await self.call_tool(name, arguments)
+        assert not result.get("isError"), result
+        return json.loads(result["content"][0]["text"])
+
+    async def next_notification(self, method: str, *, after: int = 0,
+                                timeout: float = 5.0) -> JSON:
+        """The first notification named ``method`` at index ``after`` or later."""
+        with trio.fail_after(timeout):
+            while True:
+                for message in self.notifications[after:]:
+                    if message.get("method") == method:
+                        return message
+                await self._arrived.wait()
+
+    async def no_notification(self, method: str, *, after: int = 0,
+                              within: float = 0.3) -> bool:
+        """True when no ``method`` notification arrives at ``after`` or later in ``within`` s."""
+        with trio.move_on_after(within):
+            await self.next_notification(method, after=after, timeout=math.inf)
+            return False
+        return True
+
+
+@contextlib.asynccontextmanager
+async def mcp_client(
+    port: int,
+    token: str | None = "test-token",
+    *,
+    initialize: bool = True,
+    subprotocols: tuple[str, ...] = ("mcp",),
+    path: str = "/",
+) -> AsyncIterator[McpClient]:
+    """A connected client; initialized like the CLI unless ``initialize=False``."""
+    headers = [] if token is None else [("x-claude-code-ide-authorization", token)]
+    async with open_websocket("127.0.0.1", port, path, use_ssl=False,
+                              subprotocols=list(subprotocols), extra_headers=headers,
+                              max_message_size=128 * 2**20) as ws:
+        client = McpClient(ws)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(client._read)
+            if initialize:
+                await client.initialize()
+            yield client
+            nursery.cancel_scope.cancel()
+
+
+# pytest fixtures
+
+
+@pytest.fixture
+def nvim_address(tmp_path: Path) -> Iterator[str]:
+    """The socket of a fresh headless Neovim running in ``tmp_path``."""
+    with headless_nvim(cwd=tmp_path) as (address, _process):
+        yield address
+
+
+@pytest.fixture
+async def nvim(nvim_address: str) -> AsyncIterator[PynvimEditor]:
+    """A second RPC client of the test Neovim, to act as the user."""
+    async with attached_editor(nvim_address) as editor:
+        yield editor
+
+
+@pytest.fixture
+async def app(nvim_address: str, tmp_path: Path) -> AsyncIterator[App]:
+    """claude-nvim serving the test Neovim, with every installed tool."""
+    async with running_app(nvim_address, lock_directory=tmp_path / "ide") as served:
+        yield served
+
+
+@pytest.fixture
+async def client(app: App) -> AsyncIterator[McpClient]:
+    """An MCP client connected to ``app`` and initialized like the CLI."""
+    async with mcp_client(app.port, app.token) as connected:
+        yield connected

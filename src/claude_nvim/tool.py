@@ -1,0 +1,98 @@
+"""What a tool is: its record, the context its handler gets, and its result helpers."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .editor import Editor
+    from .selection import SelectionTracker
+
+JSON = dict[str, Any]
+ToolResult = JSON
+Handler = Callable[["ToolContext", JSON], Awaitable[ToolResult]]
+
+
+Register = Callable[["Tool"], None]
+"""The ``register`` callback a ``claude_nvim_register_tools`` hook receives."""
+
+
+class ToolError(Exception):
+    """Raised by a handler for a failure the caller should read: becomes ``isError: true``."""
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One MCP tool: its wire description, its async handler and its Neovim half."""
+
+    name: str
+    """The MCP tool name; for built-ins it is also the entry-point name."""
+    input_schema: Mapping[str, Any]
+    """A JSON Schema object; arguments are checked against it before the handler runs."""
+    handler: Handler
+    description: str | None = None
+    """``None`` hides the tool from ``tools/list``; it stays callable."""
+    annotations: Mapping[str, Any] | None = None
+    """MCP annotations: title, readOnlyHint, destructiveHint, idempotentHint, openWorldHint."""
+    lua: str | None = None
+    """A Lua chunk returning a table; installed as ``package.loaded[tool.lua_module]``."""
+    plugin: str | None = None
+    """The plugin that registered the tool, filled in by :func:`collect_tools`."""
+
+    @property
+    def lua_module(self) -> str:
+        return f"claude_nvim.tools.{self.name}"
+
+    def describe(self) -> JSON:
+        """The entry for ``tools/list``."""
+        entry: JSON = {
+            "name": self.name,
+            "description": self.description,
+            "inputSchema": dict(self.input_schema),
+        }
+        if self.annotations:
+            entry["annotations"] = dict(self.annotations)
+        return entry
+
+
+@dataclass
+class ConnectionInfo:
+    """Who is calling: one WebSocket connection, one MCP session."""
+
+    id: int
+    client_pid: int | None = None
+    client_info: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ToolContext:
+    """Everything a handler may use. Handlers talk to Neovim only through ``editor``."""
+
+    tool: Tool
+    editor: Editor
+    selection: SelectionTracker
+    connection: ConnectionInfo
+    log: logging.Logger
+
+    async def call_lua(self, fn: str, *args: Any) -> Any:
+        """Call ``fn`` of this tool's own Lua module in Neovim: one RPC round trip."""
+        return await self.editor.call_lua(self.tool.lua_module, fn, *args)
+
+
+def text_result(*texts: str) -> ToolResult:
+    """A tool result made of text items, in order."""
+    return {"content": [{"type": "text", "text": t} for t in texts]}
+
+
+def json_result(value: Any) -> ToolResult:
+    """A tool result holding ``value`` as compact JSON text."""
+    return text_result(json.dumps(value, separators=(",", ":")))
+
+
+def error_result(message: str) -> ToolResult:
+    """A tool result with ``isError: true``."""
+    return {**text_result(message), "isError": True}

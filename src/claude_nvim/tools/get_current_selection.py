@@ -1,0 +1,33 @@
+"""getCurrentSelection: the active editor's selection, or its cursor when nothing is selected."""
+
+from __future__ import annotations
+
+from ..hookspecs import hookimpl
+from ..selection import MODULE as SELECTION
+from ..tool import JSON, Register, Tool, ToolContext, ToolResult, json_result
+
+# The Neovim half is the selection module's `current`, shared with selection tracking.
+
+
+async def get_current_selection(ctx: ToolContext, args: JSON) -> ToolResult:
+    payload = await ctx.editor.call_lua(SELECTION, "current", None)
+    if payload is None:
+        return json_result({"success": False, "message": "No active editor found"})
+    return json_result({"success": True, **payload})
+
+
+TOOL = Tool(
+    name="getCurrentSelection",
+    description=(
+        "Get the current text selection in the active Neovim editor: the selected text, the "
+        "file and the 0-based range. With nothing selected, an empty selection at the cursor."
+    ),
+    input_schema={"type": "object", "properties": {}},
+    handler=get_current_selection,
+    annotations={"title": "Get current selection", "readOnlyHint": True, "openWorldHint": False},
+)
+
+
+@hookimpl
+def claude_nvim_register_tools(register: Register) -> None:
+    register(TOOL)

@@ -1,0 +1,106 @@
+"""getDiagnostics: Neovim's diagnostics (LSP and others) for one file or every open file."""
+
+from __future__ import annotations
+
+from ..hookspecs import hookimpl
+from ..paths import candidate_paths, file_url
+from ..tool import JSON, Register, Tool, ToolContext, ToolResult, json_result
+
+LUA = r"""
+local api = vim.api
+local core = package.loaded['claude_nvim']
+local M = {}
+local SEVERITY = { 'Error', 'Warning', 'Information', 'Hint' }
+
+-- Diagnostics in the CLI's shape. Columns become UTF-16 using the buffer's lines, read once
+-- per row. An unchanged diagnostic must serialise identically: the CLI compares them.
+local function convert(buf, diagnostics)
+  local lines = {}
+  local loaded = api.nvim_buf_is_loaded(buf)
+  local function character(row, col)
+    if not loaded then return col end
+    if lines[row] == nil then lines[row] = api.nvim_buf_get_lines(buf, row, row + 1, false)[1] or false end
+    return lines[row] and core.utf16(lines[row], col) or col
+  end
+  table.sort(diagnostics, function(a, b)
+    if a.lnum ~= b.lnum then return a.lnum < b.lnum end
+    return a.col < b.col
+  end)
+  local out = {}
+  for i, d in ipairs(diagnostics) do
+    local end_lnum, end_col = d.end_lnum or d.lnum, d.end_col or d.col
+    out[i] = {
+      message = d.message,
+      severity = SEVERITY[d.severity] or 'Error',
+      range = {
+        start = { line = d.lnum, character = character(d.lnum, d.col) },
+        ['end'] = { line = end_lnum, character = character(end_lnum, end_col) },
+      },
+      source = d.source or '',
+      code = d.code ~= nil and tostring(d.code) or nil,
+    }
+  end
+  return out
+end
+
+function M.for_file(candidates)
+  local buf = core.find_buffer(candidates)
+  if buf == nil then return {} end
+  return convert(buf, vim.diagnostic.get(buf))
+end
+
+-- Every loaded, named buffer with at least one diagnostic: {{path, diagnostics}, ...}.
+function M.all()
+  local by_buf = {}
+  for _, d in ipairs(vim.diagnostic.get(nil)) do
+    if by_buf[d.bufnr] == nil then by_buf[d.bufnr] = {} end
+    table.insert(by_buf[d.bufnr], d)
+  end
+  local out = {}
+  for _, buf in ipairs(api.nvim_list_bufs()) do
+    local name = api.nvim_buf_get_name(buf)
+    if by_buf[buf] and name ~= '' and api.nvim_buf_is_loaded(buf) then
+      out[#out + 1] = { name, convert(buf, by_buf[buf]) }
+    end
+  end
+  return out
+end
+
+return M
+"""
+
+
+async def get_diagnostics(ctx: ToolContext, args: JSON) -> ToolResult:
+    uri = args.get("uri")
+    if uri:
+        diagnostics = await ctx.call_lua("for_file", candidate_paths(uri))
+        # The CLI only trusts an answer whose uri is exactly the one it sent.
+        return json_result([{"uri": uri, "diagnostics": diagnostics}])
+    files = await ctx.call_lua("all")
+    return json_result([{"uri": file_url(path), "diagnostics": diags} for path, diags in files])
+
+
+TOOL = Tool(
+    name="getDiagnostics",
+    description=(
+        "Get language diagnostics (errors, warnings, hints) from Neovim. With `uri`, for that "
+        "file only; without it, for every open file that has any."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "uri": {
+                "type": "string",
+                "description": "A file:// URI or path; omit it for all open files.",
+            }
+        },
+    },
+    handler=get_diagnostics,
+    annotations={"title": "Get diagnostics", "readOnlyHint": True, "openWorldHint": False},
+    lua=LUA,
+)
+
+
+@hookimpl
+def claude_nvim_register_tools(register: Register) -> None:
+    register(TOOL)

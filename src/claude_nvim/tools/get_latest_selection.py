@@ -1,0 +1,34 @@
+"""getLatestSelection: the most recent completed Visual selection."""
+
+from __future__ import annotations
+
+from ..hookspecs import hookimpl
+from ..selection import MODULE as SELECTION
+from ..tool import JSON, Register, Tool, ToolContext, ToolResult, json_result
+
+# The Neovim half is the selection module's `latest`: selection tracking records it when
+# Visual mode ends, and the full text is re-read while the buffer is unchanged.
+
+
+async def get_latest_selection(ctx: ToolContext, args: JSON) -> ToolResult:
+    payload = await ctx.editor.call_lua(SELECTION, "latest")
+    if payload is None:
+        return json_result({"success": False, "message": "No selection history"})
+    return json_result({"success": True, **payload})
+
+
+TOOL = Tool(
+    name="getLatestSelection",
+    description=(
+        "Get the most recent text selection the user made in Neovim (the last completed "
+        "Visual selection), even after leaving Visual mode."
+    ),
+    input_schema={"type": "object", "properties": {}},
+    handler=get_latest_selection,
+    annotations={"title": "Get latest selection", "readOnlyHint": True, "openWorldHint": False},
+)
+
+
+@hookimpl
+def claude_nvim_register_tools(register: Register) -> None:
+    register(TOOL)

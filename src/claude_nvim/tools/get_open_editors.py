@@ -1,0 +1,60 @@
+"""getOpenEditors: the file buffers open in Neovim, VS Code's "tabs"."""
+
+from __future__ import annotations
+
+from ..hookspecs import hookimpl
+from ..tool import JSON, Register, Tool, ToolContext, ToolResult, json_result
+
+LUA = r"""
+local api = vim.api
+local M = {}
+
+-- Listed, named buffers with an empty 'buftype': terminal buffers are listed too, and the
+-- 'buftype' test is what keeps them out.
+function M.list()
+  local current = api.nvim_get_current_buf()
+  local tabs = {}
+  for _, buf in ipairs(api.nvim_list_bufs()) do
+    local name = api.nvim_buf_get_name(buf)
+    if name ~= '' and vim.bo[buf].buflisted and vim.bo[buf].buftype == '' then
+      local loaded = api.nvim_buf_is_loaded(buf)
+      local filetype = vim.bo[buf].filetype
+      if filetype == '' and not loaded then filetype = vim.filetype.match({ filename = name }) or '' end
+      tabs[#tabs + 1] = {
+        uri = 'file://' .. name,
+        isActive = buf == current,
+        label = vim.fn.fnamemodify(name, ':t'),
+        languageId = filetype ~= '' and filetype or 'plaintext',
+        isDirty = loaded and vim.bo[buf].modified or false,
+        fileName = name,
+        isUntitled = false,
+      }
+    end
+  end
+  return tabs
+end
+
+return M
+"""
+
+
+async def get_open_editors(ctx: ToolContext, args: JSON) -> ToolResult:
+    return json_result({"tabs": await ctx.call_lua("list")})
+
+
+TOOL = Tool(
+    name="getOpenEditors",
+    description=(
+        "List the files open in Neovim (listed file buffers), with which one is active, "
+        "its language and whether it has unsaved changes."
+    ),
+    input_schema={"type": "object", "properties": {}},
+    handler=get_open_editors,
+    annotations={"title": "Get open editors", "readOnlyHint": True, "openWorldHint": False},
+    lua=LUA,
+)
+
+
+@hookimpl
+def claude_nvim_register_tools(register: Register) -> None:
+    register(TOOL)
