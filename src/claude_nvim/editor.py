@@ -8,6 +8,7 @@ architecture doc measured this at ~0.18 ms per call, about half of pynvim's own 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import os
@@ -161,17 +162,13 @@ class PynvimEditor:
 
     def _to_trio(self, fn: Callable[..., object], *args: Any) -> None:
         assert self._token is not None
-        try:
+        with contextlib.suppress(trio.RunFinishedError):  # shutting down: nobody waits any more
             self._token.run_sync_soon(fn, *args)
-        except trio.RunFinishedError:
-            pass  # shutting down: nobody is waiting any more
 
     def _hop(self, fn: Callable[[], object]) -> None:
         """Run ``fn`` in a greenlet on the pynvim thread, where requests are allowed."""
-        try:
+        with contextlib.suppress(RuntimeError):  # the loop is already closed
             self._nvim.loop.call_soon_threadsafe(lambda: greenlet.greenlet(fn).switch())
-        except RuntimeError:
-            pass  # the loop is already closed
 
     async def _call(self, fn: Callable[[Any], Any], timeout: float | None) -> Any:
         if self._gone or self._nvim is None:

@@ -125,7 +125,9 @@ function M.publish(port)
   for _, var in ipairs({ 'no_proxy', 'NO_PROXY' }) do
     local value = vim.env[var] or ''
     local have = {}
-    for _, host in ipairs(vim.split(value, ',', { trimempty = true })) do have[vim.trim(host)] = true end
+    for _, host in ipairs(vim.split(value, ',', { trimempty = true })) do
+      have[vim.trim(host)] = true
+    end
     for _, host in ipairs({ 'localhost', '127.0.0.1', '::1' }) do
       if not have[host] then value = value == '' and host or (value .. ',' .. host) end
     end

@@ -135,8 +135,10 @@ class McpSession:
             info = params.get("clientInfo")
             self.connection.client_info = info if isinstance(info, dict) else {}
             version = params.get("protocolVersion")
+            if version not in PROTOCOL_VERSIONS:
+                version = PROTOCOL_VERSIONS[0]
             return {
-                "protocolVersion": version if version in PROTOCOL_VERSIONS else PROTOCOL_VERSIONS[0],
+                "protocolVersion": version,
                 "capabilities": {"tools": {"listChanged": False}},
                 "serverInfo": {"name": "claude-nvim", "version": __version__},
             }

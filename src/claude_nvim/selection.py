@@ -18,14 +18,15 @@ TEXT_CAP = 10_000
 WINDOW_MS = 50
 """The throttle window: at most one notification per window, the final state always sent."""
 
-LUA = r"""
+LUA = f"local CAP, WINDOW_MS, EVENT = {TEXT_CAP}, {WINDOW_MS}, '{NOTIFICATION}'\n" + r"""
 local api = vim.api
 local core = package.loaded['claude_nvim']
 local M = {}
-local CAP, WINDOW_MS = %(cap)d, %(window)d
 local VISUAL = { v = 'v', V = 'V', ['\22'] = '\22', s = 'v', S = 'V', ['\19'] = '\22' }
 
-local function line_at(buf, row) return api.nvim_buf_get_lines(buf, row, row + 1, false)[1] or '' end
+local function line_at(buf, row)
+  return api.nvim_buf_get_lines(buf, row, row + 1, false)[1] or ''
+end
 
 -- Cut `s` to at most `n` bytes without splitting a UTF-8 character.
 local function cut(s, n)
@@ -176,7 +177,7 @@ local function send()
   pending = false
   if state == nil then return end
   local k = key(state)
-  if k ~= last_key and core.notify('%(event)s', state) then last_key = k end
+  if k ~= last_key and core.notify(EVENT, state) then last_key = k end
 end
 
 local function arm()
@@ -243,7 +244,7 @@ function M.stop()
 end
 
 return M
-""" % {"cap": TEXT_CAP, "window": WINDOW_MS, "event": NOTIFICATION}
+"""
 
 
 class SelectionTracker:

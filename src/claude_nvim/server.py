@@ -8,8 +8,8 @@ import itertools
 import logging
 import os
 import secrets
-from functools import partial
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -141,7 +141,7 @@ class App:
             log.debug("workspace folders now %s", args[0])
 
     def _on_lua_log(self, args: list[Any]) -> None:
-        level, message = (list(args) + ["error", ""])[:2]
+        level, message = [*args, "error", ""][:2]
         log.log(logging.getLevelName(str(level).upper()) if isinstance(level, str) else 40,
                 "Neovim: %s", message)
 

@@ -175,7 +175,7 @@ async def mcp_client(
     path: str = "/",
 ) -> AsyncIterator[McpClient]:
     """A connected client; initialized like the CLI unless ``initialize=False``."""
-    headers = [] if token is None else [("x-claude-code-ide-authorization", token)]
+    headers = [] if token is None else [(b"x-claude-code-ide-authorization", token.encode())]
     async with open_websocket("127.0.0.1", port, path, use_ssl=False,
                               subprotocols=list(subprotocols), extra_headers=headers,
                               max_message_size=128 * 2**20) as ws:

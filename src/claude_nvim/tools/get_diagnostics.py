@@ -19,7 +19,9 @@ local function convert(buf, diagnostics)
   local loaded = api.nvim_buf_is_loaded(buf)
   local function character(row, col)
     if not loaded then return col end
-    if lines[row] == nil then lines[row] = api.nvim_buf_get_lines(buf, row, row + 1, false)[1] or false end
+    if lines[row] == nil then
+      lines[row] = api.nvim_buf_get_lines(buf, row, row + 1, false)[1] or false
+    end
     return lines[row] and core.utf16(lines[row], col) or col
   end
   table.sort(diagnostics, function(a, b)

@@ -19,7 +19,9 @@ function M.list()
     if name ~= '' and vim.bo[buf].buflisted and vim.bo[buf].buftype == '' then
       local loaded = api.nvim_buf_is_loaded(buf)
       local filetype = vim.bo[buf].filetype
-      if filetype == '' and not loaded then filetype = vim.filetype.match({ filename = name }) or '' end
+      if filetype == '' and not loaded then
+        filetype = vim.filetype.match({ filename = name }) or ''
+      end
       tabs[#tabs + 1] = {
         uri = 'file://' .. name,
         isActive = buf == current,
