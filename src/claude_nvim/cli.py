@@ -109,24 +109,28 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if address is None:
             print(NO_NVIM, file=sys.stderr)
             return 2
-        app = App(PynvimEditor(address), loaded.tools, port=args.port)
-        try:
-            return _run(app)
-        except KeyboardInterrupt:
-            log.info("stopped: interrupted")
-            return 130
+        return _run(App(PynvimEditor(address), loaded.tools, port=args.port))
 
 
 def _run(app: App) -> int:
     status = 0
     try:
         trio.run(_serve, app)
+    except* KeyboardInterrupt:
+        log.info("stopped: interrupted")
+        status = 130
     except* EditorGone as group:
-        log.info("stopped: Neovim went away (%s)", group.exceptions[0])
+        log.info("stopped: Neovim went away (%s)", _first(group))
     except* AlreadyServed as group:
-        print(f"claude-nvim: {group.exceptions[0]}", file=sys.stderr)
+        print(f"claude-nvim: {_first(group)}", file=sys.stderr)
         status = 1
     return status
+
+
+def _first(error: BaseException) -> BaseException:
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return error
 
 
 @contextlib.contextmanager

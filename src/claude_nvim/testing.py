@@ -76,6 +76,8 @@ class McpClient:
     def __init__(self, ws: WebSocketConnection) -> None:
         self.ws = ws
         self.notifications: list[JSON] = []
+        self.stray: list[JSON] = []
+        """Responses to no request of ours (e.g. errors with ``"id": null``)."""
         self._ids = itertools.count(0)  # the CLI's ids start at 0
         self._waiting: dict[Any, trio.MemorySendChannel[JSON]] = {}
         self._arrived = trio.Event()
@@ -88,6 +90,8 @@ class McpClient:
                     sender = self._waiting.pop(message["id"], None)
                     if sender is not None:
                         sender.send_nowait(message)
+                    else:
+                        self.stray.append(message)
                 else:
                     self.notifications.append(message)
                     self._arrived.set()

@@ -1,0 +1,132 @@
+"""``claude-nvim serve`` as a user runs it: a real process, real signals, a real Neovim."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+
+from claude_nvim.testing import mcp_client
+
+SERVE = [sys.executable, "-m", "claude_nvim", "serve"]
+
+
+def environment(config_dir: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("NVIM", "CLAUDE_NVIM_DISABLE", "CLAUDE_CODE_SSE_PORT")}
+    return {**env, "CLAUDE_CONFIG_DIR": str(config_dir), **extra}
+
+
+async def wait_for_lock(config_dir: Path, process: trio.Process) -> tuple[Path, dict]:
+    with trio.fail_after(15):
+        while True:
+            locks = list((config_dir / "ide").glob("*.lock")) if (config_dir / "ide").exists() else []
+            if locks:
+                return locks[0], json.loads(locks[0].read_text())
+            assert process.poll() is None, "serve exited early"
+            await trio.sleep(0.02)
+
+
+async def stop(process: trio.Process, signum: int | None = None) -> int:
+    if signum is not None:
+        process.send_signal(signum)
+    with trio.fail_after(10):
+        return await process.wait()
+
+
+def test_serve_without_a_neovim_says_how_to_run_it(tmp_path):
+    done = subprocess.run(SERVE, env=environment(tmp_path), capture_output=True, text=True,
+                          timeout=30)
+    assert done.returncode == 2
+    assert ":terminal" in done.stderr and "--nvim" in done.stderr
+    assert not (tmp_path / "ide").exists() or not list((tmp_path / "ide").iterdir())
+
+
+def test_version():
+    done = subprocess.run([sys.executable, "-m", "claude_nvim", "--version"],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0 and done.stdout.startswith("claude-nvim ")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+async def test_signals_stop_serve_and_remove_the_lock(nvim_address, tmp_path, signum):
+    process = await trio.lowlevel.open_process(
+        [*SERVE, "--nvim", nvim_address], env=environment(tmp_path), stderr=subprocess.PIPE)
+    lock, content = await wait_for_lock(tmp_path, process)
+    async with mcp_client(int(lock.stem), content["authToken"]) as client:
+        assert (await client.request("ping"))["result"] == {}
+    status = await stop(process, signum)
+    assert status in (0, 130)
+    assert not lock.exists()
+
+
+async def test_serve_exits_when_neovim_quits(tmp_path):
+    from claude_nvim.headless import headless_nvim
+    with headless_nvim(cwd=tmp_path) as (address, nvim_process):
+        process = await trio.lowlevel.open_process(
+            [*SERVE, "--nvim", address], env=environment(tmp_path), stderr=subprocess.PIPE)
+        lock, _ = await wait_for_lock(tmp_path, process)
+        nvim_process.terminate()
+        assert await stop(process) == 0
+        assert not lock.exists()
+        stderr = await process.stderr.receive_some(65536)
+        assert b"Neovim went away" in stderr
+
+
+async def test_a_second_serve_refuses_and_names_the_first(nvim_address, tmp_path):
+    first = await trio.lowlevel.open_process(
+        [*SERVE, "--nvim", nvim_address], env=environment(tmp_path), stderr=subprocess.PIPE)
+    try:
+        lock, _ = await wait_for_lock(tmp_path, first)
+        second = await trio.run_process(
+            [*SERVE, "--nvim", nvim_address], env=environment(tmp_path / "2"),
+            capture_stderr=True, check=False)
+        assert second.returncode == 1
+        assert f"port {lock.stem}".encode() in second.stderr
+        assert f"pid {first.pid}".encode() in second.stderr
+        assert lock.exists()
+    finally:
+        await stop(first, signal.SIGTERM)
+
+
+async def test_disable_leaves_a_tool_out(nvim_address, tmp_path):
+    process = await trio.lowlevel.open_process(
+        [*SERVE, "--nvim", nvim_address, "--disable", "getDiagnostics"],
+        env=environment(tmp_path, CLAUDE_NVIM_DISABLE="getOpenEditors"), stderr=subprocess.PIPE)
+    try:
+        lock, content = await wait_for_lock(tmp_path, process)
+        async with mcp_client(int(lock.stem), content["authToken"]) as client:
+            names = {t["name"] for t in (await client.result("tools/list"))["tools"]}
+            assert names == {"getCurrentSelection", "getLatestSelection"}
+            reply = await client.request("tools/call", {"name": "getDiagnostics"})
+            assert reply["error"]["code"] == -32601
+    finally:
+        await stop(process, signal.SIGTERM)
+
+
+async def test_headless_serves_a_private_neovim_and_stops_it(tmp_path):
+    process = await trio.lowlevel.open_process(
+        [*SERVE, "--headless"], env=environment(tmp_path), cwd=tmp_path, stderr=subprocess.PIPE)
+    lock, content = await wait_for_lock(tmp_path, process)
+    assert content["workspaceFolders"] == [str(tmp_path)]
+    nvim_pid = content["pid"]
+    async with mcp_client(int(lock.stem), content["authToken"]) as client:
+        assert (await client.call_json("getOpenEditors"))["tabs"] == []
+    assert await stop(process, signal.SIGTERM) == 0
+    assert not lock.exists()
+    with trio.fail_after(5):
+        while Path(f"/proc/{nvim_pid}").exists() and "Z" not in _state(nvim_pid):
+            await trio.sleep(0.02)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0]
+    except OSError:
+        return "Z"

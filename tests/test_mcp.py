@@ -1,0 +1,198 @@
+"""The JSON-RPC / MCP layer on its own: no socket, no Neovim (protocol doc sections 6 and 0)."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import trio
+
+from claude_nvim import Tool, ToolError, text_result
+from claude_nvim.mcp import McpSession, encode
+from claude_nvim.selection import SelectionTracker
+from claude_nvim.tool import ConnectionInfo, ToolContext
+
+
+async def echo(ctx, args):
+    return text_result(json.dumps(args))
+
+
+async def fails(ctx, args):
+    raise RuntimeError("kaboom")
+
+
+async def refuses(ctx, args):
+    raise ToolError("File not found: /nope")
+
+
+async def slow(ctx, args):
+    await trio.sleep_forever()
+
+
+async def not_a_result(ctx, args):
+    return "oops"
+
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"path": {"type": "string"}, "line": {"type": "integer", "minimum": 1}},
+    "required": ["path"],
+}
+TOOLS = {
+    "echo": Tool("echo", SCHEMA, echo, description="Echo.", annotations={"readOnlyHint": True}),
+    "hidden": Tool("hidden", {"type": "object"}, echo),
+    "fails": Tool("fails", {"type": "object"}, fails, description="Fails."),
+    "refuses": Tool("refuses", {"type": "object"}, refuses, description="Refuses."),
+    "slow": Tool("slow", {"type": "object"}, slow, description="Slow."),
+    "bad": Tool("bad", {"type": "object"}, not_a_result, description="Bad."),
+}
+
+
+def session() -> McpSession:
+    def context(tool, connection):
+        return ToolContext(tool, None, SelectionTracker(), connection, logging.getLogger("t"))
+
+    return McpSession(ConnectionInfo(1), TOOLS, context)
+
+
+async def ask(s: McpSession, message) -> dict | None:
+    return await s.handle(message if isinstance(message, str) else json.dumps(message))
+
+
+def req(method, params=None, id=0):
+    m = {"jsonrpc": "2.0", "id": id, "method": method}
+    if params is not None:
+        m["params"] = params
+    return m
+
+
+async def test_initialize_echoes_a_known_protocol_version_and_advertises_tools():
+    s = session()
+    reply = await ask(s, req("initialize", {"protocolVersion": "2025-11-25",
+                                            "clientInfo": {"name": "claude-code"}}))
+    assert reply["id"] == 0
+    assert reply["result"]["protocolVersion"] == "2025-11-25"
+    assert "tools" in reply["result"]["capabilities"]
+    assert "prompts" not in reply["result"]["capabilities"]
+    assert reply["result"]["serverInfo"]["name"] == "claude-nvim"
+    assert s.connection.client_info == {"name": "claude-code"}
+    old = await ask(s, req("initialize", {"protocolVersion": "1999-01-01"}, id=1))
+    assert old["result"]["protocolVersion"] == "2024-11-05"
+
+
+async def test_ids_of_any_valid_type_are_echoed_verbatim():
+    s = session()
+    for request_id in (0, 7, "abc", "", 2**70, 1.5, None):
+        reply = await ask(s, req("ping", id=request_id))
+        assert reply == {"jsonrpc": "2.0", "id": request_id, "result": {}}
+
+
+async def test_notifications_are_never_answered():
+    s = session()
+    assert await ask(s, {"jsonrpc": "2.0", "method": "notifications/initialized"}) is None
+    assert s.initialized
+    assert await ask(s, {"jsonrpc": "2.0", "method": "ide_connected", "params": {"pid": 31}}) is None
+    assert s.connection.client_pid == 31
+    assert await ask(s, {"jsonrpc": "2.0", "method": "file_updated", "params": {}}) is None
+    assert await ask(s, {"jsonrpc": "2.0", "method": "tools/call"}) is None
+
+
+async def test_malformed_messages_get_the_json_rpc_error_codes():
+    s = session()
+    assert (await ask(s, "{nope"))["error"]["code"] == -32700
+    assert (await ask(s, "{nope"))["id"] is None
+    assert (await ask(s, "[" * 100_000 + "]" * 100_000))["error"]["code"] in (-32700, -32600)
+    assert (await ask(s, json.dumps([req("ping")])))["error"]["code"] == -32600
+    assert (await ask(s, "42"))["error"]["code"] == -32600
+    assert (await ask(s, {"id": 3, "method": "ping"}))["error"]["code"] == -32600  # no jsonrpc
+    no_method = await ask(s, {"jsonrpc": "2.0", "id": 4})
+    assert no_method["error"]["code"] == -32600 and no_method["id"] == 4
+    bad_id = await ask(s, {"jsonrpc": "2.0", "id": {"x": 1}, "method": "ping"})
+    assert bad_id["error"]["code"] == -32600 and bad_id["id"] is None
+    assert (await s.handle(b"\x00binary"))["error"]["code"] == -32600
+    bad_params = await ask(s, req("ping", params=[1, 2], id=5))
+    assert bad_params["error"]["code"] == -32600
+
+
+async def test_responses_from_the_client_are_ignored():
+    s = session()
+    assert await ask(s, {"jsonrpc": "2.0", "id": 9, "result": {"roots": []}}) is None
+
+
+async def test_unknown_method_and_unknown_tool_are_method_not_found():
+    s = session()
+    assert (await ask(s, req("resources/list")))["error"]["code"] == -32601
+    reply = await ask(s, req("tools/call", {"name": "nope"}))
+    assert reply["error"] == {"code": -32601, "message": "Tool not found: nope"}
+    assert (await ask(s, req("prompts/list")))["result"] == {"prompts": []}
+
+
+async def test_tools_list_shows_described_tools_only_and_marks_the_session():
+    s = session()
+    assert not s.tools_listed.is_set()
+    tools = (await ask(s, req("tools/list", {"cursor": "x"})))["result"]["tools"]
+    assert s.tools_listed.is_set()
+    by_name = {t["name"]: t for t in tools}
+    assert "hidden" not in by_name
+    assert by_name["echo"] == {"name": "echo", "description": "Echo.", "inputSchema": SCHEMA,
+                               "annotations": {"readOnlyHint": True}}
+    assert "annotations" not in by_name["fails"]
+    assert "nextCursor" not in (await ask(s, req("tools/list")))["result"]
+
+
+async def test_hidden_tools_stay_callable_and_meta_is_ignored():
+    s = session()
+    reply = await ask(s, req("tools/call", {"name": "hidden", "arguments": {"a": 1},
+                                            "_meta": {"progressToken": 3}}))
+    assert json.loads(reply["result"]["content"][0]["text"]) == {"a": 1}
+
+
+async def test_arguments_that_break_the_schema_are_tool_errors_naming_the_argument():
+    s = session()
+    for arguments, words in [
+        ({}, "'path'"),
+        ({"path": 3}, "'path' must be of type string"),
+        ({"path": "a", "line": 0}, "'line' must be at least 1"),
+        ({"path": "a", "line": True}, "'line' must be of type integer"),
+        ([1], "must be of type object"),
+    ]:
+        reply = await ask(s, req("tools/call", {"name": "echo", "arguments": arguments}))
+        result = reply["result"]
+        assert result["isError"] is True
+        assert words in result["content"][0]["text"], (arguments, result)
+    ok = await ask(s, req("tools/call", {"name": "echo",
+                                         "arguments": {"path": "a", "extra": [1]}}))
+    assert "isError" not in ok["result"]  # unknown keys are ignored: new CLIs add some
+
+
+async def test_failing_handlers_become_tool_errors_and_the_session_goes_on():
+    s = session()
+    failed = (await ask(s, req("tools/call", {"name": "fails"})))["result"]
+    assert failed["isError"] is True
+    assert failed["content"][0]["text"] == "Internal error: RuntimeError: kaboom"
+    refused = (await ask(s, req("tools/call", {"name": "refuses"})))["result"]
+    assert refused == {"content": [{"type": "text", "text": "File not found: /nope"}],
+                       "isError": True}
+    bad = (await ask(s, req("tools/call", {"name": "bad"})))["result"]
+    assert bad["isError"] is True
+    assert (await ask(s, req("ping", id=8)))["result"] == {}
+
+
+async def test_a_cancelled_call_is_not_answered():
+    s = session()
+    replies = []
+    async with trio.open_nursery() as nursery:
+        async def call():
+            replies.append(await ask(s, req("tools/call", {"name": "slow"}, id=12)))
+        nursery.start_soon(call)
+        await trio.sleep(0.01)
+        await ask(s, {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                      "params": {"requestId": 12}})
+    assert replies == [None]
+
+
+def test_encode_escapes_lone_surrogates_and_keeps_utf8_otherwise():
+    assert encode({"t": "é😀"}) == '{"t":"é😀"}'
+    text = encode({"t": "a\udcff"})
+    text.encode("utf-8")
+    assert json.loads(text) == {"t": "a\udcff"}

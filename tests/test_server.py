@@ -1,0 +1,260 @@
+"""The App over a real WebSocket and a real headless Neovim: auth, framing, lock file, lifecycle."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import pytest
+import trio
+from trio_websocket import ConnectionClosed, ConnectionRejected, open_websocket
+
+from claude_nvim import Tool, text_result
+from claude_nvim.editor import EditorGone, PynvimEditor
+from claude_nvim.plugins import load_tools
+from claude_nvim.server import AlreadyServed, App
+from claude_nvim.testing import mcp_client, running_app
+
+
+def flatten(group: BaseException) -> list[BaseException]:
+    if isinstance(group, BaseExceptionGroup):
+        return [leaf for sub in group.exceptions for leaf in flatten(sub)]
+    return [group]
+
+
+async def rejected_status(port: int, headers: list[tuple[bytes, bytes]]) -> int:
+    with pytest.raises(ConnectionRejected) as info:
+        async with open_websocket("127.0.0.1", port, "/", use_ssl=False,
+                                  subprotocols=["mcp"], extra_headers=headers):
+            pass
+    return info.value.status_code
+
+
+async def test_token_is_required_before_the_upgrade(app):
+    assert await rejected_status(app.port, []) == 401
+    assert await rejected_status(app.port, [(b"x-claude-code-ide-authorization", b"wrong")]) == 401
+    assert await rejected_status(
+        app.port, [(b"X-Claude-Code-Ide-Authorization", app.token.encode() + b"x")]) == 401
+    # The header name is case-insensitive.
+    async with open_websocket("127.0.0.1", app.port, "/", use_ssl=False, subprotocols=["mcp"],
+                              extra_headers=[(b"X-CLAUDE-CODE-IDE-AUTHORIZATION",
+                                              app.token.encode())]) as ws:
+        assert ws.subprotocol == "mcp"
+
+
+async def test_browsers_are_refused_even_with_the_token(app):
+    headers = [(b"x-claude-code-ide-authorization", app.token.encode()),
+               (b"origin", b"https://evil.example")]
+    assert await rejected_status(app.port, headers) == 403
+
+
+async def test_listens_on_loopback_only(app):
+    with pytest.raises(OSError):
+        await trio.open_tcp_stream(_non_loopback_address(), app.port)
+
+
+def _non_loopback_address() -> str:
+    import socket
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("10.255.255.255", 1))  # no packet is sent: this only picks a route
+            address = s.getsockname()[0]
+        except OSError:
+            address = "0.0.0.0"
+    if address.startswith("127."):
+        pytest.skip("this machine has no non-loopback address")
+    return address
+
+
+async def test_subprotocol_is_echoed_only_when_offered(app):
+    async with mcp_client(app.port, app.token, subprotocols=()) as client:
+        assert client.ws.subprotocol is None
+        assert "result" in await client.request("ping")
+
+
+async def test_any_path_is_the_ide_socket(app):
+    async with mcp_client(app.port, app.token, path="/some/where?x=1") as client:
+        assert (await client.result("tools/list"))["tools"]
+
+
+async def test_lock_file_is_private_complete_and_removed_on_exit(nvim_address, nvim, tmp_path):
+    lock_dir = tmp_path / "cfg" / "ide"
+    lock_dir.mkdir(parents=True, mode=0o755)
+    os.chmod(lock_dir, 0o755)
+    nvim_pid = await nvim.exec_lua("return vim.fn.getpid()")
+    async with running_app(nvim_address, lock_directory=lock_dir) as app:
+        path = lock_dir / f"{app.port}.lock"
+        assert app.lock_path == path
+        assert stat.S_IMODE(lock_dir.stat().st_mode) == 0o700
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        content = json.loads(path.read_text())
+        assert content == {
+            "pid": nvim_pid,
+            "workspaceFolders": [str(tmp_path)],
+            "ideName": "Neovim",
+            "transport": "ws",
+            "authToken": app.token,
+        }
+        assert [p.name for p in lock_dir.iterdir()] == [path.name]  # no temporary left
+    assert not path.exists()
+
+
+async def test_default_token_is_random_and_long(nvim_address, tmp_path):
+    tokens = {App(PynvimEditor(nvim_address), {}, lock_directory=tmp_path).token
+              for _ in range(3)}
+    assert len(tokens) == 3
+    assert all(len(t) >= 32 for t in tokens)
+
+
+async def test_workspace_folders_follow_cd(app, nvim, tmp_path):
+    other = tmp_path / "other dir"
+    other.mkdir()
+    await nvim.exec_lua("vim.fn.chdir(...)", str(other))
+    with trio.fail_after(5):
+        while json.loads(app.lock_path.read_text())["workspaceFolders"] != [str(other)]:
+            await trio.sleep(0.01)
+
+
+async def test_environment_for_claude_is_set_in_neovim_and_port_removed_on_exit(
+        nvim_address, nvim, tmp_path):
+    async with running_app(nvim_address, lock_directory=tmp_path / "ide") as app:
+        env = await nvim.exec_lua(
+            "return {vim.env.CLAUDE_CODE_SSE_PORT, vim.env.ENABLE_IDE_INTEGRATION,"
+            " vim.env.FORCE_CODE_TERMINAL, vim.env.no_proxy, vim.env.NO_PROXY}")
+        assert env[:3] == [str(app.port), "true", "true"]
+        for value in env[3:]:
+            assert {"localhost", "127.0.0.1", "::1"} <= set(value.split(","))
+    assert await nvim.exec_lua("return vim.env.CLAUDE_CODE_SSE_PORT") is None
+
+
+async def test_stale_lock_of_a_crashed_server_is_removed(nvim_address, nvim, tmp_path):
+    lock_dir = tmp_path / "ide"
+    lock_dir.mkdir(mode=0o700)
+    nvim_pid = await nvim.exec_lua("return vim.fn.getpid()")
+    with trio.socket.socket() as s:  # a port nobody listens on
+        await s.bind(("127.0.0.1", 0))
+        dead_port = s.getsockname()[1]
+    stale = lock_dir / f"{dead_port}.lock"
+    stale.write_text(json.dumps({"pid": nvim_pid, "ideName": "Neovim", "transport": "ws",
+                                 "workspaceFolders": [], "authToken": "x"}))
+    someone_else = lock_dir / "1.lock"
+    someone_else.write_text(json.dumps({"pid": 1, "ideName": "Visual Studio Code"}))
+    async with running_app(nvim_address, lock_directory=lock_dir):
+        assert not stale.exists()
+        assert someone_else.exists()
+
+
+async def test_messages_over_64_mib_close_1009_and_others_are_untouched(app):
+    async with mcp_client(app.port, app.token) as bystander:
+        async with mcp_client(app.port, app.token) as sender:
+            chunk = "x" * 2**20
+            with pytest.raises(ConnectionClosed) as info:
+                await sender.ws.send_message('{"jsonrpc":"2.0","id":1,"method":"ping","p":"'
+                                             + chunk * 65 + '"}')
+                await sender.ws.get_message()
+            assert info.value.reason.code == 1009
+        assert (await bystander.request("ping"))["result"] == {}
+
+
+async def test_a_large_message_within_the_limit_is_answered(app):
+    async with mcp_client(app.port, app.token) as client:
+        big = "y" * (16 * 2**20)
+        reply = await client.request("tools/call", {"name": "getDiagnostics",
+                                                    "arguments": {"uri": "/tmp/" + big}})
+        result = reply["result"]
+        assert json.loads(result["content"][0]["text"])[0]["diagnostics"] == []
+
+
+async def test_binary_frames_get_an_error_and_the_connection_stays(client):
+    await client.ws.send_message(b'{"jsonrpc":"2.0","id":1,"method":"ping"}')
+    assert (await client.request("ping"))["result"] == {}
+    assert [m["error"]["code"] for m in client.stray] == [-32600]
+
+
+async def test_a_blocking_tool_does_not_hold_up_other_calls_or_clients(nvim_address, tmp_path):
+    release = trio.Event()
+
+    async def wait(ctx, args):
+        await release.wait()
+        return text_result("released")
+
+    tools = {**load_tools().tools,
+             "wait": Tool("wait", {"type": "object"}, wait, description="Waits.")}
+    async with running_app(nvim_address, tools=tools, lock_directory=tmp_path / "ide") as app:
+        async with mcp_client(app.port, app.token) as a, mcp_client(app.port, app.token) as b:
+            async with trio.open_nursery() as nursery:
+                answers = []
+
+                async def blocked():
+                    answers.append(await a.call_tool("wait"))
+                nursery.start_soon(blocked)
+                with trio.fail_after(5):
+                    assert (await a.call_json("getOpenEditors"))["tabs"] == []
+                    assert (await b.call_json("getOpenEditors"))["tabs"] == []
+                assert answers == []
+                release.set()
+            assert answers == [{"content": [{"type": "text", "text": "released"}]}]
+
+
+async def test_client_disconnect_cancels_its_calls(nvim_address, tmp_path):
+    cancelled = trio.Event()
+
+    async def wait(ctx, args):
+        try:
+            await trio.sleep_forever()
+        finally:
+            cancelled.set()
+
+    tools = {"wait": Tool("wait", {"type": "object"}, wait, description="Waits.")}
+    async with running_app(nvim_address, tools=tools, lock_directory=tmp_path / "ide") as app:
+        async with mcp_client(app.port, app.token) as client:
+            await client.send({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                               "params": {"name": "wait"}})
+            await trio.sleep(0.05)
+        with trio.fail_after(5):
+            await cancelled.wait()
+        async with mcp_client(app.port, app.token) as again:
+            assert (await again.request("ping"))["result"] == {}
+
+
+async def test_neovim_quitting_stops_the_app_and_removes_the_lock(nvim_address, tmp_path):
+    lock_dir = tmp_path / "ide"
+    app = App(PynvimEditor(nvim_address),
+              load_tools().tools, lock_directory=lock_dir)
+    with pytest.raises(BaseExceptionGroup) as info:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(app.run)
+            async with mcp_client(app.port, app.token) as client:
+                assert app.lock_path.exists()
+                await app.editor.request("nvim_input", ":qall!<CR>")
+                with trio.fail_after(5), pytest.raises(ConnectionClosed):
+                    await client.ws.get_message()
+    assert any(isinstance(e, EditorGone) for e in flatten(info.value))
+    assert list(lock_dir.iterdir()) == []
+
+
+async def test_a_second_server_for_the_same_neovim_refuses(app, nvim_address, tmp_path):
+    second = App(PynvimEditor(nvim_address),
+                 load_tools().tools, lock_directory=tmp_path / "ide2")
+    with pytest.raises(BaseExceptionGroup) as info:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(second.run)
+    refusals = [e for e in flatten(info.value) if isinstance(e, AlreadyServed)]
+    assert refusals and f"port {app.port}" in str(refusals[0])
+    assert not (tmp_path / "ide2").exists() or list((tmp_path / "ide2").iterdir()) == []
+    async with mcp_client(app.port, app.token) as client:  # the first one is unharmed
+        assert (await client.request("ping"))["result"] == {}
+
+
+async def test_a_server_replaces_one_that_died(nvim_address, nvim, tmp_path):
+    async with running_app(nvim_address, lock_directory=tmp_path / "a"):
+        pass
+    # Simulate a crash: the claim is still there, naming a channel that no longer exists.
+    await nvim.exec_lua("vim.g.claude_nvim_server = {channel = 999, pid = 1, port = 1}")
+    async with running_app(nvim_address, lock_directory=tmp_path / "b") as app:
+        groups = await nvim.exec_lua(
+            "return #vim.api.nvim_get_autocmds({group = 'claude_nvim'})")
+        assert groups == 3  # DirChanged, LspAttach, LspDetach: replaced, not duplicated
+        async with mcp_client(app.port, app.token) as client:
+            assert (await client.call_json("getOpenEditors"))["tabs"] == []
