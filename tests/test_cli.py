@@ -26,7 +26,8 @@ def environment(config_dir: Path, **extra: str) -> dict[str, str]:
 async def wait_for_lock(config_dir: Path, process: trio.Process) -> tuple[Path, dict]:
     with trio.fail_after(15):
         while True:
-            locks = list((config_dir / "ide").glob("*.lock")) if (config_dir / "ide").exists() else []
+            ide = config_dir / "ide"
+            locks = list(ide.glob("*.lock")) if ide.exists() else []
             if locks:
                 return locks[0], json.loads(locks[0].read_text())
             assert process.poll() is None, "serve exited early"

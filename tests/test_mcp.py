@@ -91,7 +91,8 @@ async def test_notifications_are_never_answered():
     s = session()
     assert await ask(s, {"jsonrpc": "2.0", "method": "notifications/initialized"}) is None
     assert s.initialized
-    assert await ask(s, {"jsonrpc": "2.0", "method": "ide_connected", "params": {"pid": 31}}) is None
+    connected = {"jsonrpc": "2.0", "method": "ide_connected", "params": {"pid": 31}}
+    assert await ask(s, connected) is None
     assert s.connection.client_pid == 31
     assert await ask(s, {"jsonrpc": "2.0", "method": "file_updated", "params": {}}) is None
     assert await ask(s, {"jsonrpc": "2.0", "method": "tools/call"}) is None

@@ -181,20 +181,24 @@ async def test_a_blocking_tool_does_not_hold_up_other_calls_or_clients(nvim_addr
 
     tools = {**load_tools().tools,
              "wait": Tool("wait", {"type": "object"}, wait, description="Waits.")}
-    async with running_app(nvim_address, tools=tools, lock_directory=tmp_path / "ide") as app:
-        async with mcp_client(app.port, app.token) as a, mcp_client(app.port, app.token) as b:
-            async with trio.open_nursery() as nursery:
-                answers = []
+    answers = []
 
-                async def blocked():
-                    answers.append(await a.call_tool("wait"))
-                nursery.start_soon(blocked)
-                with trio.fail_after(5):
-                    assert (await a.call_json("getOpenEditors"))["tabs"] == []
-                    assert (await b.call_json("getOpenEditors"))["tabs"] == []
-                assert answers == []
-                release.set()
-            assert answers == [{"content": [{"type": "text", "text": "released"}]}]
+    async def blocked(client):
+        answers.append(await client.call_tool("wait"))
+
+    async with (
+        running_app(nvim_address, tools=tools, lock_directory=tmp_path / "ide") as app,
+        mcp_client(app.port, app.token) as a,
+        mcp_client(app.port, app.token) as b,
+    ):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(blocked, a)
+            with trio.fail_after(5):
+                assert (await a.call_json("getOpenEditors"))["tabs"] == []
+                assert (await b.call_json("getOpenEditors"))["tabs"] == []
+            assert answers == []
+            release.set()
+        assert answers == [{"content": [{"type": "text", "text": "released"}]}]
 
 
 async def test_client_disconnect_cancels_its_calls(nvim_address, tmp_path):
