@@ -8,6 +8,7 @@ import logging
 import trio
 
 from claude_nvim import Tool, ToolError, text_result
+from claude_nvim.diffs import DiffRegistry
 from claude_nvim.mcp import McpSession, encode
 from claude_nvim.selection import SelectionTracker
 from claude_nvim.tool import ConnectionInfo, ToolContext
@@ -50,7 +51,8 @@ TOOLS = {
 
 def session() -> McpSession:
     def context(tool, connection):
-        return ToolContext(tool, None, SelectionTracker(), connection, logging.getLogger("t"))
+        return ToolContext(tool, None, SelectionTracker(), DiffRegistry(), connection,
+                           logging.getLogger("t"))
 
     return McpSession(ConnectionInfo(1), TOOLS, context)
 

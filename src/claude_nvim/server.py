@@ -16,7 +16,7 @@ from typing import Any
 import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection, WebSocketRequest, serve_websocket
 
-from . import lockfile, lua_util, selection
+from . import diffs, lockfile, lua_util, selection
 from .editor import Editor, PynvimEditor, parse_address
 from .mcp import McpSession, encode, notification
 from .tool import JSON, ConnectionInfo, Tool, ToolContext
@@ -53,11 +53,13 @@ class App:
         self.lock_directory = lock_directory or lockfile.lock_dir()
         self.token = token or secrets.token_hex(16)
         self.selection = selection.SelectionTracker()
+        self.diffs = diffs.DiffRegistry()
         self.port = 0
         self.lock_path: Path | None = None
         self._lock_pid = os.getpid()
         self._connection_ids = itertools.count(1)
         editor.on_notification(selection.NOTIFICATION, self._on_selection)
+        editor.on_notification(diffs.NOTIFICATION, self._on_diff)
         editor.on_notification("claude_nvim_folders", self._on_folders)
         editor.on_notification("claude_nvim_log", self._on_lua_log)
 
@@ -91,7 +93,8 @@ class App:
                 f"this Neovim already has a claude-nvim server (port {holder.get('port')}, "
                 f"pid {holder.get('pid')}); use that one"
             )
-        modules = [[lua_util.MODULE, lua_util.LUA], [selection.MODULE, selection.LUA]]
+        modules = [[lua_util.MODULE, lua_util.LUA], [selection.MODULE, selection.LUA],
+                   [diffs.MODULE, diffs.LUA]]
         modules += [[t.lua_module, t.lua] for t in self.tools.values() if t.lua]
         await editor.exec_lua(lua_util.INSTALL_LUA, modules)
         await editor.request("nvim_set_client_info", "claude-nvim", {"major": 0, "minor": 1},
@@ -134,6 +137,11 @@ class App:
     def _on_selection(self, args: list[Any]) -> None:
         if args and isinstance(args[0], dict):
             self.selection.update(args[0])
+
+    def _on_diff(self, args: list[Any]) -> None:
+        diff_id, status, result = [*args, None, None, None][:3]
+        if isinstance(diff_id, int) and status in ("accepted", "rejected"):
+            self.diffs.settle(diff_id, status, result)
 
     def _on_folders(self, args: list[Any]) -> None:
         if self.lock_path is not None and args and isinstance(args[0], list):
@@ -185,10 +193,19 @@ class App:
                     nursery.cancel_scope.cancel()
         finally:
             log.info("client %d disconnected (%s)", connection.id, ws.closed)
+            await self._close_diffs_of(connection)
+
+    async def _close_diffs_of(self, connection: ConnectionInfo) -> None:
+        # Pending diffs were rejected and closed when their calls were cancelled; accepted
+        # ones still wait for a close_tab that will never come.
+        for diff in self.diffs.owned_by(connection.id):
+            self.diffs.forget(diff.id)
+            with trio.move_on_after(2, shield=True), contextlib.suppress(Exception):
+                await self.editor.call_lua(diffs.MODULE, "close", diff.id, False, timeout=2)
 
     def _context(self, tool: Tool, connection: ConnectionInfo) -> ToolContext:
         editor: Editor = self.editor
-        return ToolContext(tool, editor, self.selection, connection,
+        return ToolContext(tool, editor, self.selection, self.diffs, connection,
                            logging.getLogger(f"claude_nvim.tools.{tool.name}"))
 
     async def _answer(self, ws: WebSocketConnection, session: McpSession,

@@ -198,7 +198,9 @@ async def mcp_client(
 @pytest.fixture
 def nvim_address(tmp_path: Path) -> Iterator[str]:
     """The socket of a fresh headless Neovim running in ``tmp_path``."""
-    with headless_nvim(cwd=tmp_path) as (address, _process):
+    # Without the Python provider: its detection (run by the Python ftplugin) costs ~1 s.
+    args = ("--clean", "--cmd", "let g:loaded_python3_provider = 0")
+    with headless_nvim(cwd=tmp_path, args=args) as (address, _process):
         yield address
 
 

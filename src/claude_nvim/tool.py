@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .diffs import DiffRegistry
     from .editor import Editor
     from .selection import SelectionTracker
 
@@ -75,6 +76,7 @@ class ToolContext:
     tool: Tool
     editor: Editor
     selection: SelectionTracker
+    diffs: DiffRegistry
     connection: ConnectionInfo
     log: logging.Logger
 

@@ -1,0 +1,238 @@
+"""Diff review, shared by openDiff, close_tab, closeAllDiffTabs and the diff commands.
+
+The server keeps a :class:`DiffRegistry` of the diffs it opened; the Lua half shows each as a
+tab (target file | editable proposal) and reports the user's verdict exactly once.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import trio
+
+MODULE = "claude_nvim.diffs"
+NOTIFICATION = "claude_nvim_diff"
+
+Status = Literal["pending", "accepted", "rejected"]
+
+LUA = f"local EVENT = '{NOTIFICATION}'\n" + r"""
+local api = vim.api
+local core = package.loaded['claude_nvim']
+local M = {}
+local diffs = {}  -- id -> {tab, target, proposal, scratch, group, tick, resolved}
+
+local function resolve(id, status)
+  local d = diffs[id]
+  if d == nil or d.resolved then return end
+  d.resolved = true
+  local result = vim.NIL
+  if status == 'accepted' then
+    local prop = d.proposal
+    local edited = api.nvim_buf_get_changedtick(prop) ~= d.tick
+    result = { edited = edited }
+    if edited then result.lines = api.nvim_buf_get_lines(prop, 0, -1, false) end
+    -- The proposal stays on screen, read-only, until the CLI's close_tab.
+    vim.bo[prop].modified = false
+    vim.bo[prop].modifiable = false
+  end
+  core.notify(EVENT, id, status, result)
+end
+
+-- The diff shown in the current tab (or whose proposal is the current buffer), if any.
+local function current_id()
+  local tab, buf = api.nvim_get_current_tabpage(), api.nvim_get_current_buf()
+  for id, d in pairs(diffs) do
+    if not d.resolved and (d.tab == tab or d.proposal == buf) then return id end
+  end
+  return nil
+end
+
+function M.accept_current()
+  local id = current_id()
+  if id == nil then return vim.notify('claude-nvim: no pending diff here', vim.log.levels.WARN) end
+  resolve(id, 'accepted')
+end
+
+function M.deny_current()
+  local id = current_id()
+  if id == nil then return vim.notify('claude-nvim: no pending diff here', vim.log.levels.WARN) end
+  resolve(id, 'rejected')
+end
+
+-- Open diff `id`: a new tab with the target file (an empty scratch buffer for a new file)
+-- beside an editable proposal buffer that no :w can write to disk.
+function M.open(id, path, exists, lines, tab_name)
+  local target = core.find_buffer({ path })
+  if target and vim.bo[target].modified then
+    return 'Cannot open diff: ' .. path .. ' has unsaved changes in Neovim'
+  end
+  local scratch = nil
+  if not exists then
+    scratch = api.nvim_create_buf(false, true)
+    api.nvim_buf_set_name(scratch, 'claude-nvim://diff/' .. id .. '/new/' .. vim.fs.basename(path))
+    vim.bo[scratch].modifiable = false
+    target = scratch
+  elseif target == nil then
+    target = vim.fn.bufadd(path)
+  end
+  vim.fn.bufload(target)  -- no swap-file dialog, unlike :edit
+  vim.bo[target].buflisted = target ~= scratch
+
+  local prop = api.nvim_create_buf(false, true)
+  api.nvim_buf_set_name(prop, 'claude-nvim://diff/' .. id .. '/' .. vim.fs.basename(path))
+  vim.bo[prop].buftype = 'acwrite'
+  vim.bo[prop].bufhidden = 'wipe'
+  vim.bo[prop].swapfile = false
+  api.nvim_buf_set_lines(prop, 0, -1, false, lines)
+  vim.bo[prop].modified = false
+  vim.b[prop].claude_nvim_proposal = id
+  local ft = vim.filetype.match({ filename = path, buf = prop })
+  if ft then vim.bo[prop].filetype = ft end
+
+  vim.cmd('tab split')
+  local left = api.nvim_get_current_win()
+  api.nvim_win_set_buf(left, target)
+  local right = api.nvim_open_win(prop, true, { split = 'right', win = left })
+  for _, win in ipairs({ left, right }) do
+    api.nvim_win_call(win, function() vim.cmd('diffthis') end)
+  end
+  local tab = api.nvim_get_current_tabpage()
+  api.nvim_tabpage_set_var(tab, 'claude_nvim_tab_name', tab_name)
+
+  local group = api.nvim_create_augroup('claude_nvim_diff_' .. id, { clear = true })
+  diffs[id] = { tab = tab, target = target, proposal = prop, scratch = scratch, group = group,
+                tick = api.nvim_buf_get_changedtick(prop), resolved = false }
+  api.nvim_create_autocmd('BufWriteCmd', { group = group, buffer = prop,
+    callback = core.guard(function() resolve(id, 'accepted') end) })
+  api.nvim_create_autocmd({ 'BufWipeout', 'BufUnload', 'BufDelete' }, { group = group,
+    buffer = prop, callback = core.guard(function() resolve(id, 'rejected') end) })
+  api.nvim_create_autocmd('WinClosed', { group = group, callback = core.guard(function()
+    vim.schedule(function()
+      local d = diffs[id]
+      if d and not d.resolved and (not api.nvim_buf_is_valid(d.proposal)
+          or #vim.fn.win_findbuf(d.proposal) == 0) then
+        resolve(id, 'rejected')
+      end
+    end)
+  end) })
+  return vim.NIL
+end
+
+-- Reload an unmodified buffer whose file changed on disk, without any prompt.
+local function refresh(buf)
+  if not api.nvim_buf_is_valid(buf) or not api.nvim_buf_is_loaded(buf)
+      or vim.bo[buf].modified or vim.bo[buf].buftype ~= '' then return end
+  local autoread = vim.go.autoread
+  vim.go.autoread = true
+  pcall(vim.cmd, 'silent checktime ' .. buf)
+  vim.go.autoread = autoread
+end
+
+-- Close diff `id`'s tab and buffers; idempotent. `reload`: the CLI is writing the target now.
+function M.close(id, reload)
+  local d = diffs[id]
+  if d == nil then return false end
+  diffs[id] = nil
+  d.resolved = true
+  pcall(api.nvim_del_augroup_by_id, d.group)
+  if api.nvim_tabpage_is_valid(d.tab) then
+    if #api.nvim_list_tabpages() > 1 then
+      pcall(vim.cmd, 'tabclose! ' .. api.nvim_tabpage_get_number(d.tab))
+    else
+      for _, win in ipairs(api.nvim_tabpage_list_wins(d.tab)) do
+        pcall(api.nvim_win_call, win, function() vim.cmd('diffoff') end)
+      end
+    end
+  end
+  for _, buf in ipairs({ d.proposal, d.scratch }) do
+    if buf and api.nvim_buf_is_valid(buf) then pcall(api.nvim_buf_delete, buf, { force = true }) end
+  end
+  if reload and d.target ~= d.scratch then
+    refresh(d.target)
+    vim.defer_fn(function() refresh(d.target) end, 300)
+  end
+  return true
+end
+
+function M.stop()
+  for id in pairs(diffs) do M.close(id, false) end
+  pcall(api.nvim_del_user_command, 'ClaudeNvimDiffAccept')
+  pcall(api.nvim_del_user_command, 'ClaudeNvimDiffDeny')
+end
+
+api.nvim_create_user_command('ClaudeNvimDiffAccept', function() M.accept_current() end,
+  { desc = "claude-nvim: accept Claude's proposed change shown in this tab" })
+api.nvim_create_user_command('ClaudeNvimDiffDeny', function() M.deny_current() end,
+  { desc = "claude-nvim: reject Claude's proposed change shown in this tab" })
+
+return M
+"""
+
+
+@dataclass
+class Diff:
+    """One proposed change under review, owned by the connection that opened it."""
+
+    id: int
+    tab_name: str
+    owner: int
+    contents: str
+    status: Status = "pending"
+    text: str | None = None
+    """The accepted text, with the user's edits."""
+    done: trio.Event = field(default_factory=trio.Event)
+
+
+class DiffRegistry:
+    def __init__(self) -> None:
+        self._diffs: dict[int, Diff] = {}
+        self._ids = itertools.count(1)
+
+    def open(self, tab_name: str, owner: int, contents: str) -> Diff:
+        """Register a new pending diff; an older pending one with the same name is rejected."""
+        for old in self._diffs.values():
+            if old.tab_name == tab_name and old.status == "pending":
+                self.settle(old.id, "rejected")
+        diff = Diff(next(self._ids), tab_name, owner, contents)
+        self._diffs[diff.id] = diff
+        return diff
+
+    def settle(self, diff_id: int, status: Status, result: Any = None) -> None:
+        """Record the verdict on a pending diff (from Neovim, a tool, or a disconnect)."""
+        diff = self._diffs.get(diff_id)
+        if diff is None or diff.status != "pending":
+            return
+        diff.status = status
+        if status == "accepted":
+            diff.text = _accepted_text(diff.contents, result)
+        diff.done.set()
+
+    def find(self, tab_name: str) -> Diff | None:
+        matches = [d for d in self._diffs.values() if d.tab_name == tab_name]
+        return matches[-1] if matches else None
+
+    def owned_by(self, owner: int) -> list[Diff]:
+        return [d for d in self._diffs.values() if d.owner == owner]
+
+    def forget(self, diff_id: int) -> None:
+        self._diffs.pop(diff_id, None)
+
+
+def split_lines(contents: str) -> list[str]:
+    """Buffer lines for ``contents``; CRLF files show without ``^M``."""
+    newline = "\r\n" if "\r\n" in contents else "\n"
+    lines = contents.split(newline)
+    if len(lines) > 1 and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def _accepted_text(contents: str, result: Any) -> str:
+    """The final text: the proposal byte for byte unless the user edited it."""
+    if not isinstance(result, dict) or not result.get("edited"):
+        return contents
+    newline = "\r\n" if "\r\n" in contents else "\n"
+    text = newline.join(str(line) for line in result.get("lines") or [])
+    return text + newline if contents.endswith("\n") else text

@@ -1,0 +1,34 @@
+"""closeAllDiffTabs: close the calling client's claude-nvim diffs (never the user's own)."""
+
+from __future__ import annotations
+
+from ..diffs import MODULE as DIFFS
+from ..hookspecs import hookimpl
+from ..tool import JSON, Register, Tool, ToolContext, ToolResult, text_result
+
+
+async def close_all_diff_tabs(ctx: ToolContext, args: JSON) -> ToolResult:
+    # Only this connection's diffs: one session's prompt must not cancel another's review.
+    mine = ctx.diffs.owned_by(ctx.connection.id)
+    for diff in mine:
+        if diff.status == "pending":
+            ctx.diffs.settle(diff.id, "rejected")  # openDiff's handler closes the tab
+        else:
+            ctx.diffs.forget(diff.id)
+            await ctx.editor.call_lua(DIFFS, "close", diff.id, True)
+    return text_result(f"CLOSED_{len(mine)}_DIFF_TABS")
+
+
+TOOL = Tool(
+    name="closeAllDiffTabs",
+    description="Close all diff tabs claude-nvim opened for this session.",
+    input_schema={"type": "object", "properties": {}},
+    handler=close_all_diff_tabs,
+    annotations={"title": "Close all diff tabs", "readOnlyHint": False, "idempotentHint": True,
+                 "openWorldHint": False},
+)
+
+
+@hookimpl
+def claude_nvim_register_tools(register: Register) -> None:
+    register(TOOL)

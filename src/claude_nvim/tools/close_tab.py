@@ -1,0 +1,33 @@
+"""close_tab: the CLI closes a diff tab it opened (hidden from tools/list, always TAB_CLOSED)."""
+
+from __future__ import annotations
+
+from ..diffs import MODULE as DIFFS
+from ..hookspecs import hookimpl
+from ..tool import JSON, Register, Tool, ToolContext, ToolResult, text_result
+
+
+async def close_tab(ctx: ToolContext, args: JSON) -> ToolResult:
+    diff = ctx.diffs.find(args["tab_name"])
+    if diff is not None:
+        if diff.status == "pending":
+            ctx.diffs.settle(diff.id, "rejected")  # openDiff's handler closes the tab
+        else:
+            ctx.diffs.forget(diff.id)
+            # The CLI writes the file after FILE_SAVED: refresh the target when it lands.
+            await ctx.editor.call_lua(DIFFS, "close", diff.id, True)
+    return text_result("TAB_CLOSED")
+
+
+TOOL = Tool(
+    name="close_tab",
+    description=None,  # the CLI calls it; it is not listed
+    input_schema={"type": "object", "properties": {"tab_name": {"type": "string"}},
+                  "required": ["tab_name"]},
+    handler=close_tab,
+)
+
+
+@hookimpl
+def claude_nvim_register_tools(register: Register) -> None:
+    register(TOOL)

@@ -1,0 +1,64 @@
+"""openDiff: show Claude's proposed file as a diff; block until the user accepts or rejects."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+import trio
+
+from ..diffs import MODULE as DIFFS
+from ..diffs import split_lines
+from ..hookspecs import hookimpl
+from ..paths import candidate_paths
+from ..tool import JSON, Register, Tool, ToolContext, ToolError, ToolResult, text_result
+
+# The Neovim half is the shared diff module (claude_nvim.diffs): close_tab, closeAllDiffTabs
+# and the :ClaudeNvimDiffAccept / :ClaudeNvimDiffDeny commands use it too.
+
+
+async def open_diff(ctx: ToolContext, args: JSON) -> ToolResult:
+    path = candidate_paths(args["new_file_path"])[0]
+    tab_name = args["tab_name"]
+    contents = args["new_file_contents"]
+    diff = ctx.diffs.open(tab_name, ctx.connection.id, contents)
+    try:
+        refusal = await ctx.editor.call_lua(
+            DIFFS, "open", diff.id, path, os.path.exists(path), split_lines(contents), tab_name)
+        if refusal:
+            raise ToolError(refusal)
+        await diff.done.wait()  # no timeout: only the user, the CLI or a disconnect end it
+        if diff.status == "accepted":
+            return text_result("FILE_SAVED", diff.text or "")
+        return text_result("DIFF_REJECTED", tab_name)
+    finally:
+        if diff.status != "accepted":  # rejected, refused, cancelled: close now
+            ctx.diffs.forget(diff.id)
+            with trio.move_on_after(2, shield=True), contextlib.suppress(Exception):
+                await ctx.editor.call_lua(DIFFS, "close", diff.id, False, timeout=2)
+
+
+TOOL = Tool(
+    name="openDiff",
+    description=(
+        "Open a diff of a file against proposed new contents in Neovim and wait until the user "
+        "accepts it (FILE_SAVED, with the final text) or rejects it (DIFF_REJECTED)."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "old_file_path": {"type": "string", "description": "The file's path before the change"},
+            "new_file_path": {"type": "string", "description": "The file's path after the change"},
+            "new_file_contents": {"type": "string", "description": "The whole proposed file"},
+            "tab_name": {"type": "string", "description": "A name for the diff's tab"},
+        },
+        "required": ["old_file_path", "new_file_path", "new_file_contents", "tab_name"],
+    },
+    handler=open_diff,
+    annotations={"title": "Open diff", "readOnlyHint": False, "openWorldHint": False},
+)
+
+
+@hookimpl
+def claude_nvim_register_tools(register: Register) -> None:
+    register(TOOL)

@@ -1,0 +1,237 @@
+"""openDiff, close_tab and closeAllDiffTabs against a real Neovim with a UI attached."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from claude_nvim.testing import McpClient, mcp_client
+
+TAB = "✻ [Claude Code] a.py (f8942c) ⧉"
+
+
+@pytest.fixture
+async def ui(nvim):
+    """Attach a UI, as a user's terminal would: prompts and focus behave for real."""
+    await nvim.request("nvim_ui_attach", 120, 40, {"ext_linegrid": True})
+    return nvim
+
+
+async def eventually(nvim, lua: str, *args, timeout: float = 5.0):
+    """Poll a Lua expression in Neovim until it is truthy; returns its value."""
+    with trio.fail_after(timeout):
+        while True:
+            value = await nvim.exec_lua(lua, *args)
+            if value:
+                return value
+            await trio.sleep(0.01)
+
+
+class PendingDiff:
+    def __init__(self, client: McpClient, args: dict):
+        self.client, self.args, self.result = client, args, None
+        self.done = trio.Event()
+
+    async def run(self):
+        self.result = await self.client.call_tool("openDiff", self.args)
+        self.done.set()
+
+    async def outcome(self, timeout: float = 5.0) -> list[str]:
+        with trio.fail_after(timeout):
+            await self.done.wait()
+        return [item["text"] for item in self.result["content"]]
+
+
+def diff_args(path, contents, tab=TAB) -> dict:
+    return {"old_file_path": str(path), "new_file_path": str(path),
+            "new_file_contents": contents, "tab_name": tab}
+
+
+async def open_diff(nursery, client, nvim, path, contents, tab=TAB) -> PendingDiff:
+    pending = PendingDiff(client, diff_args(path, contents, tab))
+    before = await nvim.exec_lua(NEWEST_PROPOSAL)
+    nursery.start_soon(pending.run)
+    await eventually(nvim, f"return (function() {NEWEST_PROPOSAL} end)() > ...", before)
+    return pending
+
+
+NEWEST_PROPOSAL = """
+local newest = 0
+for _, b in ipairs(vim.api.nvim_list_bufs()) do
+  newest = math.max(newest, vim.b[b].claude_nvim_proposal or 0)
+end
+return newest
+"""
+
+
+SHOW_STATE = """
+local bufs = {}
+for _, b in ipairs(vim.api.nvim_list_bufs()) do
+  if vim.api.nvim_buf_get_name(b):match('^claude%-nvim://') then bufs[#bufs + 1] = b end
+end
+return {tabs = #vim.api.nvim_list_tabpages(), ours = #bufs,
+        groups = #vim.tbl_filter(function(a) return a.group_name and
+          a.group_name:match('^claude_nvim_diff_') end, vim.api.nvim_get_autocmds({}))}
+"""
+
+
+async def nothing_left(nvim):
+    await eventually(nvim, f"local s = (function() {SHOW_STATE} end)(); "
+                           "return s.tabs == 1 and s.ours == 0 and s.groups == 0")
+
+
+@pytest.fixture
+def target(tmp_path):
+    path = tmp_path / "a.py"
+    path.write_text("one\ntwo\nthree\n")
+    return path
+
+
+async def test_accept_with_w_returns_the_edited_text_and_never_writes(client, ui, target):
+    async with trio.open_nursery() as nursery:
+        diff = await open_diff(nursery, client, ui, target, "one\n2\nthree\nfour\n")
+        assert await ui.exec_lua("return vim.wo.diff and vim.b.claude_nvim_proposal ~= nil")
+        await ui.request("nvim_input", "ggAX<Esc>:w<CR>")
+        assert await diff.outcome() == ["FILE_SAVED", "oneX\n2\nthree\nfour\n"]
+    assert target.read_text() == "one\ntwo\nthree\n"  # the CLI writes it, not us
+    # An accepted diff stays on screen, read-only, until close_tab.
+    assert await ui.exec_lua("return #vim.api.nvim_list_tabpages()") == 2
+    assert (await client.call_tool("close_tab", {"tab_name": TAB}))["content"][0]["text"] \
+        == "TAB_CLOSED"
+    await nothing_left(ui)
+
+
+@pytest.mark.parametrize("contents", ["a\r\nb\r\n", "no newline at end", "", "x\n\n\n"])
+async def test_accept_command_round_trips_an_unedited_proposal_byte_for_byte(
+        client, ui, target, contents):
+    async with trio.open_nursery() as nursery:
+        diff = await open_diff(nursery, client, ui, target, contents)
+        await ui.request("nvim_command", "ClaudeNvimDiffAccept")
+        assert await diff.outcome() == ["FILE_SAVED", contents]
+
+
+@pytest.mark.parametrize("close", [
+    ":q<CR>", ":close<CR>", ":tabclose<CR>", ":bd<CR>", ":bwipeout<CR>", ":ClaudeNvimDiffDeny<CR>",
+])
+async def test_closing_the_proposal_rejects(client, ui, target, close):
+    async with trio.open_nursery() as nursery:
+        diff = await open_diff(nursery, client, ui, target, "new\n")
+        await ui.request("nvim_input", close)
+        assert await diff.outcome() == ["DIFF_REJECTED", TAB]
+    await nothing_left(ui)
+    assert target.read_text() == "one\ntwo\nthree\n"
+
+
+@pytest.mark.parametrize("tool", ["close_tab", "closeAllDiffTabs"])
+async def test_the_cli_closing_a_pending_diff_rejects_it(client, ui, target, tool):
+    async with trio.open_nursery() as nursery:
+        diff = await open_diff(nursery, client, ui, target, "new\n")
+        args = {"tab_name": TAB} if tool == "close_tab" else {}
+        answer = (await client.call_tool(tool, args))["content"][0]["text"]
+        assert answer == ("TAB_CLOSED" if tool == "close_tab" else "CLOSED_1_DIFF_TABS")
+        assert await diff.outcome() == ["DIFF_REJECTED", TAB]
+    await nothing_left(ui)
+
+
+async def test_new_file_diff_shows_an_empty_side_and_writes_nothing(client, ui, tmp_path):
+    path = tmp_path / "new.py"
+    async with trio.open_nursery() as nursery:
+        diff = await open_diff(nursery, client, ui, path, "print('hi')\n")
+        await ui.request("nvim_input", ":w<CR>")
+        assert await diff.outcome() == ["FILE_SAVED", "print('hi')\n"]
+    assert not path.exists()
+    await client.call_tool("close_tab", {"tab_name": TAB})
+    await nothing_left(ui)
+
+
+async def test_a_reused_tab_name_rejects_the_older_diff(client, ui, target):
+    async with trio.open_nursery() as nursery:
+        first = await open_diff(nursery, client, ui, target, "first\n")
+        second = await open_diff(nursery, client, ui, target, "second\n")
+        assert await first.outcome() == ["DIFF_REJECTED", TAB]
+        await ui.request("nvim_command", "ClaudeNvimDiffAccept")
+        assert await second.outcome() == ["FILE_SAVED", "second\n"]
+
+
+async def test_a_buffer_with_unsaved_changes_is_refused(client, ui, target):
+    await ui.request("nvim_command", f"edit {target}")
+    await ui.request("nvim_input", "ggdd")
+    await eventually(ui, "return vim.bo.modified")
+    result = await client.call_tool("openDiff", diff_args(target, "x\n"))
+    assert result["isError"] is True
+    assert result["content"][0]["text"] == \
+        f"Cannot open diff: {target} has unsaved changes in Neovim"
+    assert await ui.exec_lua("return #vim.api.nvim_list_tabpages()") == 1
+    assert await ui.exec_lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)") == \
+        ["two", "three"]
+
+
+async def test_a_disconnecting_client_leaves_nothing_behind(app, ui, target):
+    async with mcp_client(app.port, app.token) as client, trio.open_nursery() as nursery:
+        nursery.start_soon(client.call_tool, "openDiff", diff_args(target, "x\n"))
+        await eventually(ui, "return #vim.api.nvim_list_tabpages() == 2")
+        nursery.cancel_scope.cancel()
+    await nothing_left(ui)
+
+
+async def test_accepted_diffs_of_a_disconnected_client_are_closed(app, ui, target):
+    async with mcp_client(app.port, app.token) as client, trio.open_nursery() as nursery:
+        diff = await open_diff(nursery, client, ui, target, "x\n")
+        await ui.request("nvim_command", "ClaudeNvimDiffAccept")
+        assert (await diff.outcome())[0] == "FILE_SAVED"
+    await nothing_left(ui)
+
+
+async def test_close_all_leaves_the_users_own_diff_windows_and_other_clients_alone(
+        app, client, ui, target, tmp_path):
+    other = tmp_path / "b.py"
+    other.write_text("b\n")
+    await ui.request("nvim_command", f"edit {target} | diffthis | vsplit {other} | diffthis")
+    async with mcp_client(app.port, app.token) as second, trio.open_nursery() as nursery:
+        theirs = await open_diff(nursery, second, ui, target, "theirs\n", tab="theirs")
+        await ui.request("nvim_command", "tabfirst")
+        assert (await client.call_tool("closeAllDiffTabs"))["content"][0]["text"] == \
+            "CLOSED_0_DIFF_TABS"
+        assert not theirs.done.is_set()
+        assert await ui.exec_lua(
+            "return vim.tbl_map(function(w) return vim.wo[w].diff end,"
+            " vim.api.nvim_tabpage_list_wins(vim.api.nvim_list_tabpages()[1]))") == [True, True]
+        await client.call_tool("close_tab", {"tab_name": "unknown"})
+        assert not theirs.done.is_set()
+        await second.call_tool("closeAllDiffTabs")
+        assert await theirs.outcome() == ["DIFF_REJECTED", "theirs"]
+
+
+async def test_close_tab_after_accept_reloads_the_unmodified_buffer(client, ui, target):
+    await ui.request("nvim_command", f"edit {target}")
+    await ui.request("nvim_win_set_cursor", 0, [2, 1])
+    async with trio.open_nursery() as nursery:
+        diff = await open_diff(nursery, client, ui, target, "one\nTWO\nthree\n")
+        await ui.request("nvim_command", "ClaudeNvimDiffAccept")
+        _, text = await diff.outcome()
+    target.write_text(text)  # what the CLI does after FILE_SAVED
+    async with trio.open_nursery() as nursery:  # the CLI sends close_tab twice, concurrently
+        for _ in range(2):
+            nursery.start_soon(client.call_tool, "close_tab", {"tab_name": TAB})
+    await nothing_left(ui)
+    await eventually(ui, "return vim.api.nvim_buf_get_lines(0, 1, 2, false)[1] == 'TWO'")
+    assert await ui.request("nvim_win_get_cursor", 0) == [2, 1]
+    assert await ui.exec_lua("return vim.bo.modified") is False
+
+
+async def test_other_calls_stay_fast_while_a_diff_waits(client, ui, target):
+    async with trio.open_nursery() as nursery:
+        diff = await open_diff(nursery, client, ui, target, "x\n")
+        with trio.fail_after(1):
+            for _ in range(20):
+                await client.call_json("getOpenEditors")
+        assert not diff.done.is_set()
+        await ui.request("nvim_command", "ClaudeNvimDiffDeny")
+        assert (await diff.outcome())[0] == "DIFF_REJECTED"
+
+
+async def test_the_diff_commands_warn_where_there_is_no_diff(client, ui):
+    await ui.request("nvim_command", "ClaudeNvimDiffAccept")
+    messages = await ui.exec_lua("return vim.api.nvim_exec2('messages', {output = true}).output")
+    assert "no pending diff" in messages
+
