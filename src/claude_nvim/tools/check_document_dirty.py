@@ -1,0 +1,46 @@
+"""checkDocumentDirty: whether an open file has unsaved changes in Neovim."""
+
+from __future__ import annotations
+
+from ..hookspecs import hookimpl
+from ..paths import candidate_paths
+from ..tool import JSON, Register, Tool, ToolContext, ToolResult, json_result
+
+LUA = r"""
+local core = package.loaded['claude_nvim']
+local M = {}
+
+function M.check(candidates)
+  local buf = core.find_buffer(candidates)
+  if buf == nil then return vim.NIL end
+  return { filePath = vim.api.nvim_buf_get_name(buf), isDirty = vim.bo[buf].modified }
+end
+
+return M
+"""
+
+
+async def check_document_dirty(ctx: ToolContext, args: JSON) -> ToolResult:
+    found = await ctx.call_lua("check", candidate_paths(args["filePath"]))
+    if found is None:
+        return json_result({"success": False, "message": f"Document not open: {args['filePath']}"})
+    return json_result({"success": True, **found, "isUntitled": False})
+
+
+TOOL = Tool(
+    name="checkDocumentDirty",
+    description="Check whether a file open in Neovim has unsaved changes.",
+    input_schema={
+        "type": "object",
+        "properties": {"filePath": {"type": "string", "description": "The file's path"}},
+        "required": ["filePath"],
+    },
+    handler=check_document_dirty,
+    annotations={"title": "Check document dirty", "readOnlyHint": True, "openWorldHint": False},
+    lua=LUA,
+)
+
+
+@hookimpl
+def claude_nvim_register_tools(register: Register) -> None:
+    register(TOOL)

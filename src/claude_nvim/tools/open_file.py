@@ -1,0 +1,199 @@
+"""openFile: open a file in Neovim, optionally selecting lines or text, or load it quietly."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..hookspecs import hookimpl
+from ..paths import candidate_paths
+from ..tool import (
+    JSON,
+    Register,
+    Tool,
+    ToolContext,
+    ToolError,
+    ToolResult,
+    json_result,
+    text_result,
+)
+
+LUA = r"""
+local api = vim.api
+local core = package.loaded['claude_nvim']
+local M = {}
+
+local function readable(path) return vim.fn.filereadable(path) == 1 end
+
+-- A window fit to show a file: a normal editor window, never a terminal, sidebar, floating or
+-- diff window. The current one if it fits, else the first that does.
+local function fits(win)
+  local buf = api.nvim_win_get_buf(win)
+  return api.nvim_win_get_config(win).relative == '' and vim.bo[buf].buftype == ''
+    and not vim.wo[win].diff and not vim.wo[win].winfixbuf and not vim.b[buf].claude_nvim_proposal
+    and not (vim.wo[win].winfixwidth and vim.bo[buf].filetype ~= '')
+end
+
+local function editor_window()
+  local current = api.nvim_get_current_win()
+  if fits(current) then return current end
+  for _, win in ipairs(api.nvim_tabpage_list_wins(0)) do
+    if fits(win) then return win end
+  end
+  -- None: split the current (or first normal) window, the new one on the left, as VS Code does.
+  local base = api.nvim_win_get_config(current).relative == '' and current
+    or api.nvim_tabpage_list_wins(0)[1]
+  return api.nvim_open_win(api.nvim_win_get_buf(base), false, { split = 'left', win = base })
+end
+
+local function load(buf)
+  vim.fn.bufload(buf)  -- no swap-file dialog, unlike :edit
+  vim.bo[buf].buflisted = true
+  if vim.bo[buf].filetype == '' then
+    api.nvim_buf_call(buf, function() vim.cmd('silent! filetype detect') end)
+  end
+end
+
+-- The byte offset of plain `needle` in the buffer at or after `from` (0-based row, byte col).
+local function find(buf, needle, from_row, from_col)
+  local lines = api.nvim_buf_get_lines(buf, 0, -1, false)
+  local text = table.concat(lines, '\n')
+  local offset = 0
+  for row = 0, from_row - 1 do offset = offset + #lines[row + 1] + 1 end
+  local s, e = text:find(needle, offset + from_col + 1, true)
+  if not s then return nil end
+  local function pos(byte)  -- 1-based byte in text -> {row, col}, both 0-based
+    local row, start = 0, 1
+    while true do
+      local nl = text:find('\n', start, true)
+      if not nl or nl >= byte then return { row, byte - start } end
+      row, start = row + 1, nl + 1
+    end
+  end
+  return pos(s), pos(e)
+end
+
+local function select_range(win, s, e, linewise)
+  api.nvim_win_set_cursor(win, { s[1] + 1, s[2] })
+  api.nvim_win_call(win, function()
+    vim.cmd('normal! ' .. (linewise and 'V' or 'v'))
+    api.nvim_win_set_cursor(win, { e[1] + 1, e[2] })
+    vim.cmd('normal! zz')
+  end)
+end
+
+function M.open(candidates, o)
+  local path = nil
+  for _, candidate in ipairs(candidates) do
+    if readable(core.absolute(candidate)) then path = core.absolute(candidate); break end
+  end
+  if path == nil then return { error = 'File not found: ' .. candidates[1] } end
+  local buf = core.find_buffer({ path }) or vim.fn.bufadd(path)
+  load(buf)
+  local name = api.nvim_buf_get_name(buf)
+  if not o.makeFrontmost then
+    local ft = vim.bo[buf].filetype
+    return { json = { success = true, filePath = name, languageId = ft ~= '' and ft or 'plaintext',
+                      lineCount = api.nvim_buf_line_count(buf) } }
+  end
+
+  local mode = api.nvim_get_mode().mode
+  if mode:match('^[vVsS\22\19]') then vim.cmd('normal! \27') end
+  local win = editor_window()
+  api.nvim_win_set_buf(win, buf)
+  api.nvim_set_current_win(win)
+  if mode:match('^[it]') then vim.cmd('stopinsert') end
+  if o.preview then vim.wo[win].previewwindow = true end
+
+  local count = api.nvim_buf_line_count(buf)
+  if o.startLine then
+    local s = math.max(1, math.min(o.startLine, count))
+    local e = math.max(s, math.min(o.endLine or o.startLine, count))
+    select_range(win, { s - 1, 0 }, { e - 1, 0 }, true)
+    return { text = ('Opened file and selected lines %d to %d'):format(s, e) }
+  end
+  if o.startText then
+    local s, s_end = find(buf, o.startText, 0, 0)
+    if not s then return { text = 'Opened file, but text "' .. o.startText .. '" not found' } end
+    if not o.endText then
+      if o.selectToEndOfLine then
+        local line = api.nvim_buf_get_lines(buf, s_end[1], s_end[1] + 1, false)[1]
+        s_end = { s_end[1], math.max(0, #line - 1) }
+      end
+      select_range(win, s, s_end, false)
+      return { text = 'Opened file and selected text "' .. o.startText .. '"' }
+    end
+    local _, e_end = find(buf, o.endText, s_end[1], s_end[2] + 1)
+    if not e_end then
+      api.nvim_win_set_cursor(win, { s[1] + 1, s[2] })
+      api.nvim_win_call(win, function() vim.cmd('normal! zz') end)
+      return { text = ('Opened file and positioned at "%s" (end text "%s" not found)')
+        :format(o.startText, o.endText) }
+    end
+    if o.selectToEndOfLine then
+      local line = api.nvim_buf_get_lines(buf, e_end[1], e_end[1] + 1, false)[1]
+      e_end = { e_end[1], math.max(0, #line - 1) }
+    end
+    select_range(win, s, e_end, false)
+    return { text = ('Opened file and selected text from "%s" to "%s"')
+      :format(o.startText, o.endText) }
+  end
+  return { text = 'Opened file: ' .. name }
+end
+
+return M
+"""
+
+
+async def open_file(ctx: ToolContext, args: JSON) -> ToolResult:
+    options: dict[str, Any] = {
+        "preview": bool(args.get("preview", False)),
+        "makeFrontmost": bool(args.get("makeFrontmost", True)),
+        "selectToEndOfLine": bool(args.get("selectToEndOfLine", False)),
+    }
+    for key in ("startLine", "endLine"):
+        if args.get(key) is not None:
+            options[key] = int(args[key])
+    for key in ("startText", "endText"):
+        if args.get(key):  # an empty string means absent (the CLI sends "")
+            options[key] = args[key]
+    opened = await ctx.call_lua("open", candidate_paths(args["filePath"]), options)
+    if "error" in opened:
+        raise ToolError(opened["error"])
+    if "json" in opened:
+        return json_result(opened["json"])
+    return text_result(opened["text"])
+
+
+TOOL = Tool(
+    name="openFile",
+    description=(
+        "Open a file in Neovim and optionally select a range: lines (startLine/endLine, 1-based) "
+        "or text (from startText to endText). With makeFrontmost false, load it without moving "
+        "the user's focus."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "filePath": {"type": "string", "description": "Path or file:// URI of the file"},
+            "preview": {"type": "boolean", "description": "Open in the preview window"},
+            "startLine": {"type": "integer", "minimum": 1, "description": "First line, 1-based"},
+            "endLine": {"type": "integer", "minimum": 1, "description": "Last line, 1-based"},
+            "startText": {"type": "string", "description": "Select from this text"},
+            "endText": {"type": "string", "description": "Select up to the end of this text"},
+            "selectToEndOfLine": {"type": "boolean",
+                                  "description": "Extend the selection to the end of its line"},
+            "makeFrontmost": {"type": "boolean",
+                              "description": "Show and focus the file (default true)"},
+        },
+        "required": ["filePath"],
+    },
+    handler=open_file,
+    annotations={"title": "Open file", "readOnlyHint": False, "idempotentHint": True,
+                 "openWorldHint": False},
+    lua=LUA,
+)
+
+
+@hookimpl
+def claude_nvim_register_tools(register: Register) -> None:
+    register(TOOL)

@@ -1,0 +1,56 @@
+"""saveDocument: write an open file's buffer, like :write, without touching the user's windows."""
+
+from __future__ import annotations
+
+from ..hookspecs import hookimpl
+from ..paths import candidate_paths
+from ..tool import JSON, Register, Tool, ToolContext, ToolResult, json_result
+
+LUA = r"""
+local api = vim.api
+local core = package.loaded['claude_nvim']
+local M = {}
+
+function M.save(candidates)
+  local buf = core.find_buffer(candidates)
+  if buf == nil or not api.nvim_buf_is_loaded(buf) then return vim.NIL end
+  local path = api.nvim_buf_get_name(buf)
+  local ok, err = pcall(api.nvim_buf_call, buf, function()
+    vim.cmd('silent keepalt lockmarks write')
+  end)
+  if not ok then return { filePath = path, error = tostring(err):gsub('^Vim:', '') } end
+  return { filePath = path }
+end
+
+return M
+"""
+
+
+async def save_document(ctx: ToolContext, args: JSON) -> ToolResult:
+    saved = await ctx.call_lua("save", candidate_paths(args["filePath"]))
+    if saved is None:
+        return json_result({"success": False, "message": f"Document not open: {args['filePath']}"})
+    if "error" in saved:
+        return json_result({"success": False, "filePath": saved["filePath"],
+                            "message": f"Failed to save file: {saved['error']}"})
+    return json_result({"success": True, "filePath": saved["filePath"], "saved": True,
+                        "message": "Document saved successfully"})
+
+
+TOOL = Tool(
+    name="saveDocument",
+    description="Save a file open in Neovim (write its buffer to disk).",
+    input_schema={
+        "type": "object",
+        "properties": {"filePath": {"type": "string", "description": "The file's path"}},
+        "required": ["filePath"],
+    },
+    handler=save_document,
+    annotations={"title": "Save document", "readOnlyHint": False, "openWorldHint": False},
+    lua=LUA,
+)
+
+
+@hookimpl
+def claude_nvim_register_tools(register: Register) -> None:
+    register(TOOL)

@@ -1,0 +1,162 @@
+"""openFile, getWorkspaceFolders, checkDocumentDirty and saveDocument on a real Neovim."""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import quote
+
+import pytest
+import trio
+
+
+@pytest.fixture
+async def ui(nvim):
+    await nvim.request("nvim_ui_attach", 100, 30, {"ext_linegrid": True})
+    return nvim
+
+
+@pytest.fixture
+def source(tmp_path):
+    path = tmp_path / "my file.py"
+    path.write_text("def f():\n    return 1\n\nclass C:\n    pass\n")
+    return path
+
+
+async def state(nvim):
+    return await nvim.exec_lua("""
+      local win = vim.api.nvim_get_current_win()
+      return {name = vim.api.nvim_buf_get_name(0), win = win,
+              tab = vim.api.nvim_get_current_tabpage(),
+              mode = vim.api.nvim_get_mode().mode, cursor = vim.api.nvim_win_get_cursor(win),
+              wins = #vim.api.nvim_tabpage_list_wins(0)}""")
+
+
+async def test_open_file_focuses_a_normal_window(client, ui, source):
+    result = await client.call_tool("openFile", {"filePath": str(source)})
+    assert result["content"][0]["text"] == f"Opened file: {source}"
+    assert (await state(ui))["name"] == str(source)
+
+
+@pytest.mark.parametrize("as_uri", [
+    lambda p: "file://" + str(p),
+    lambda p: "file://" + quote(str(p)),
+    lambda p: "~/" + os.path.relpath(p, os.path.expanduser("~")),
+])
+async def test_open_file_takes_uris_and_home_paths(client, ui, source, as_uri):
+    await client.call_tool("openFile", {"filePath": as_uri(source)})
+    assert (await state(ui))["name"] == str(source)
+
+
+async def test_a_missing_file_is_a_clear_error(client, ui, tmp_path):
+    result = await client.call_tool("openFile", {"filePath": str(tmp_path / "nope.py")})
+    assert result["isError"] is True
+    assert result["content"][0]["text"] == f"File not found: {tmp_path / 'nope.py'}"
+
+
+async def test_lines_are_selected_linewise(client, ui, source):
+    result = await client.call_tool("openFile", {"filePath": str(source),
+                                                 "startLine": 2, "endLine": 4})
+    assert result["content"][0]["text"] == "Opened file and selected lines 2 to 4"
+    selection = await client.call_json("getCurrentSelection")
+    assert selection["text"] == "    return 1\n\nclass C:"
+    assert selection["selection"]["start"] == {"line": 1, "character": 0}
+
+
+async def test_text_is_selected_from_start_to_end_text(client, ui, source):
+    result = await client.call_tool("openFile", {"filePath": str(source),
+                                                 "startText": "return", "endText": "class"})
+    assert result["content"][0]["text"] == 'Opened file and selected text from "return" to "class"'
+    assert (await client.call_json("getCurrentSelection"))["text"] == "return 1\n\nclass"
+    missing = await client.call_tool("openFile", {"filePath": str(source), "startText": "zzz"})
+    assert missing["content"][0]["text"] == 'Opened file, but text "zzz" not found'
+    no_end = await client.call_tool("openFile", {"filePath": str(source),
+                                                 "startText": "class", "endText": "zzz"})
+    assert no_end["content"][0]["text"] == \
+        'Opened file and positioned at "class" (end text "zzz" not found)'
+    assert (await state(ui))["cursor"] == [4, 0]
+
+
+async def test_make_frontmost_false_loads_without_moving_the_user(client, ui, source, tmp_path):
+    other = tmp_path / "other.txt"
+    other.write_text("x\n")
+    await ui.request("nvim_command", f"edit {other}")
+    await ui.request("nvim_input", "i")
+    before = await state(ui)
+    answer = await client.call_json("openFile", {
+        "filePath": "file://" + str(source), "preview": False, "startText": "", "endText": "",
+        "selectToEndOfLine": False, "makeFrontmost": False})
+    assert answer == {"success": True, "filePath": str(source), "languageId": "python",
+                      "lineCount": 5}
+    assert await state(ui) == before
+    listed = await ui.exec_lua("return vim.fn.buflisted(...)", str(source))
+    assert listed == 1
+
+
+@pytest.mark.parametrize("setup", [
+    "terminal",                                                  # a terminal window
+    "enew | setlocal buftype=nofile | vertical leftabove 20vsplit | setlocal winfixwidth"
+    " | setlocal filetype=NvimTree",                             # a sidebar beside a scratch
+])
+async def test_open_file_never_lands_in_a_terminal_or_sidebar(client, ui, source, setup):
+    await ui.request("nvim_command", setup)
+    refused = await ui.exec_lua(
+        "return {vim.api.nvim_get_current_win(), vim.api.nvim_get_current_buf()}")
+    await client.call_tool("openFile", {"filePath": str(source)})
+    now = await state(ui)
+    assert now["name"] == str(source)
+    buf_in_refused = await ui.exec_lua("return vim.api.nvim_win_get_buf(...)", refused[0])
+    assert buf_in_refused == refused[1]
+    assert now["mode"] == "n"
+
+
+async def test_workspace_folders(client, ui, tmp_path):
+    answer = await client.call_json("getWorkspaceFolders")
+    assert answer == {"success": True, "rootPath": str(tmp_path), "folders": [
+        {"name": tmp_path.name, "uri": "file://" + str(tmp_path), "path": str(tmp_path),
+         "index": 0}]}
+
+
+async def test_check_document_dirty(client, ui, source, tmp_path):
+    unopened = await client.call_json("checkDocumentDirty", {"filePath": str(tmp_path / "x")})
+    assert unopened == {"success": False, "message": f"Document not open: {tmp_path / 'x'}"}
+    await ui.request("nvim_command", f"edit {source.as_posix().replace(' ', chr(92) + ' ')}")
+    clean = await client.call_json("checkDocumentDirty", {"filePath": str(source)})
+    assert clean == {"success": True, "filePath": str(source), "isDirty": False,
+                     "isUntitled": False}
+    await ui.request("nvim_input", "ggdd")
+    with trio.fail_after(5):
+        while not (await client.call_json("checkDocumentDirty",
+                                          {"filePath": str(source)}))["isDirty"]:
+            await trio.sleep(0.01)
+
+
+async def test_save_document_writes_the_buffer_without_moving_the_user(client, ui, source,
+                                                                        tmp_path):
+    await ui.request("nvim_command", f"edit {source.as_posix().replace(' ', chr(92) + ' ')}")
+    await ui.exec_lua("vim.api.nvim_buf_set_lines(0, 0, 1, false, {'def g():'})")
+    await ui.request("nvim_command", f"vsplit {tmp_path / 'other.txt'}")
+    before = await state(ui)
+    answer = await client.call_json("saveDocument", {"filePath": str(source)})
+    assert answer == {"success": True, "filePath": str(source), "saved": True,
+                      "message": "Document saved successfully"}
+    assert source.read_text().startswith("def g():\n")
+    assert await state(ui) == before
+
+
+async def test_save_document_reports_failures(client, ui, tmp_path):
+    missing_dir = tmp_path / "gone" / "f.txt"
+    await ui.request("nvim_command", f"edit {missing_dir}")
+    await ui.exec_lua("vim.api.nvim_buf_set_lines(0, 0, -1, false, {'x'})")
+    answer = await client.call_json("saveDocument", {"filePath": str(missing_dir)})
+    assert answer["success"] is False
+    assert answer["filePath"] == str(missing_dir)
+    assert answer["message"].startswith("Failed to save file: ")
+    assert await ui.exec_lua("return vim.bo.modified") is True  # nothing lost
+    unopened = await client.call_json("saveDocument", {"filePath": str(tmp_path / "x")})
+    assert unopened == {"success": False, "message": f"Document not open: {tmp_path / 'x'}"}
+
+
+async def test_listed_in_tools_list(client):
+    names = {t["name"] for t in (await client.result("tools/list"))["tools"]}
+    assert {"openFile", "getWorkspaceFolders", "checkDocumentDirty", "saveDocument"} <= names
+    assert "close_tab" not in names
