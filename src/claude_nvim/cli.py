@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import sys
 from collections.abc import Iterator, Sequence
@@ -22,15 +23,20 @@ log = logging.getLogger("claude_nvim")
 
 NO_NVIM = """\
 claude-nvim: no Neovim to attach to.
-Run it from a Neovim terminal (:terminal claude-nvim serve), where $NVIM is set,
-or name Neovim's RPC address: claude-nvim serve --nvim /path/to/nvim.sock
-(start Neovim with --listen ADDR to get one), or try it with --headless."""
+Run it from a Neovim terminal (:terminal claude-nvim {command}), where $NVIM is set,
+or name Neovim's RPC address: claude-nvim {command} --nvim /path/to/nvim.sock
+(start Neovim with --listen ADDR to get one)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
-    _configure_logging(args.log_level, args.log_file)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ours, claude_args = _split_at_claude(argv)
+    args = parser.parse_args(ours)
+    args.claude_args = claude_args
+    # `claude` owns the terminal: logging there would scribble over its screen.
+    _configure_logging(args.log_level, args.log_file,
+                       to_stderr=getattr(args, "command", None) is not cmd_claude)
     if not hasattr(args, "command"):
         parser.print_help()
         return 2
@@ -60,6 +66,15 @@ def _parser() -> argparse.ArgumentParser:
                        help="port on 127.0.0.1 (default: a free one)")
     _add_disable(serve)
 
+    claude = sub.add_parser(
+        "claude", help="serve this Neovim and run `claude` connected to it",
+        description="Start the server for this Neovim (or reuse the running one) and run "
+                    "`claude` with every further argument; stop when it exits.",
+        usage="claude-nvim claude [--nvim ADDR] [claude arguments ...]")
+    claude.set_defaults(command=cmd_claude)
+    claude.add_argument("--nvim", metavar="ADDR", help="Neovim's RPC address (default: $NVIM)")
+    claude.set_defaults(disable=[])
+
     tools = sub.add_parser("tools", help="list the tools and the plugins they come from")
     tools.set_defaults(command=cmd_tools)
     _add_disable(tools)
@@ -72,8 +87,22 @@ def _add_disable(parser: argparse.ArgumentParser) -> None:
                              "CLAUDE_NVIM_DISABLE=a,b)")
 
 
-def _configure_logging(level: str, log_file: str | None) -> None:
-    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+def _split_at_claude(argv: list[str]) -> tuple[list[str], list[str]]:
+    """Split ``... claude [--nvim ADDR] REST`` so that REST goes to ``claude`` untouched."""
+    if "claude" not in argv:
+        return argv, []
+    at = argv.index("claude") + 1
+    if argv[at:at + 1] == ["--nvim"]:
+        at += 2
+    elif argv[at:at + 1] and argv[at].startswith("--nvim="):
+        at += 1
+    return argv[:at], argv[at:]
+
+
+def _configure_logging(level: str, log_file: str | None, *, to_stderr: bool = True) -> None:
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)] if to_stderr else []
+    if not handlers and not log_file:
+        handlers.append(logging.NullHandler())
     if log_file:
         handlers.append(logging.FileHandler(log_file, encoding="utf-8"))
     logging.basicConfig(level=level.upper(), handlers=handlers,
@@ -107,7 +136,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 1
     with _neovim_address(args) as address:
         if address is None:
-            print(NO_NVIM, file=sys.stderr)
+            print(NO_NVIM.format(command="serve") + "\nOr try it with --headless.",
+                  file=sys.stderr)
             return 2
         return _run(App(PynvimEditor(address), loaded.tools, port=args.port))
 
@@ -131,6 +161,56 @@ def _first(error: BaseException) -> BaseException:
     while isinstance(error, BaseExceptionGroup):
         error = error.exceptions[0]
     return error
+
+
+def cmd_claude(args: argparse.Namespace) -> int:
+    address = args.nvim or os.environ.get("NVIM")
+    if not address:
+        print(NO_NVIM.format(command="claude"), file=sys.stderr)
+        return 2
+    claude = shutil.which(os.environ.get("CLAUDE_NVIM_CLAUDE", "claude"))
+    if claude is None:
+        print("claude-nvim: `claude` is not on PATH; install Claude Code "
+              "(npm install -g @anthropic-ai/claude-code)", file=sys.stderr)
+        return 127
+    try:
+        loaded = load_tools(disabled=_disabled(args))
+    except ToolRegistryError as exc:
+        print(f"claude-nvim: {exc}", file=sys.stderr)
+        return 1
+    app = App(PynvimEditor(address), loaded.tools)
+    try:
+        status: int = trio.run(_claude_session, app, [claude, *args.claude_args])
+    except* EditorGone:
+        log.info("stopped: Neovim went away")
+        status = 1
+    return status
+
+
+async def _claude_session(app: App, command: list[str]) -> int:
+    """Run ``command`` (claude) connected to ``app``, or to this Neovim's running server."""
+    environment = dict(os.environ)
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(app.run)
+            return await _run_claude(command, {**environment, **app.environment},
+                                     nursery.cancel_scope)
+    except* AlreadyServed as group:
+        served = _first(group)
+        assert isinstance(served, AlreadyServed)
+        log.info("reusing this Neovim's running server on port %s", served.port)
+        environment["CLAUDE_CODE_SSE_PORT"] = str(served.port)
+    return await _run_claude(command, environment, None)
+
+
+async def _run_claude(command: list[str], environment: dict[str, str],
+                      scope: trio.CancelScope | None) -> int:
+    # Ctrl-C in the terminal reaches us too; it is claude's to handle, not ours.
+    with trio.open_signal_receiver(signal.SIGINT):
+        done = await trio.run_process(command, stdin=None, check=False, env=environment)
+    if scope is not None:
+        scope.cancel()
+    return done.returncode
 
 
 @contextlib.contextmanager

@@ -78,6 +78,11 @@ end
 
 function M.log(level, msg) return M.notify('claude_nvim_log', level, msg) end
 
+-- Something the user must know (never anything else goes to their screen).
+function M.tell(msg, level)
+  vim.notify('claude-nvim: ' .. msg, vim.log.levels[level or 'INFO'])
+end
+
 -- Wrap an autocmd callback: its errors go to the server's log, not to :messages.
 function M.guard(fn)
   return function(...)
@@ -133,7 +138,10 @@ function M.publish(port)
     end
     vim.env[var] = value
   end
-  return { pid = vim.fn.getpid(), folders = M.workspace_folders() }
+  local env = {}
+  for _, var in ipairs({ 'CLAUDE_CODE_SSE_PORT', 'ENABLE_IDE_INTEGRATION', 'FORCE_CODE_TERMINAL',
+                         'no_proxy', 'NO_PROXY' }) do env[var] = vim.env[var] end
+  return { pid = vim.fn.getpid(), folders = M.workspace_folders(), env = env }
 end
 
 function M.stop()

@@ -16,7 +16,7 @@ from typing import Any
 import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection, WebSocketRequest, serve_websocket
 
-from . import diffs, lockfile, lua_util, selection
+from . import diffs, lockfile, lua_util, mentions, selection
 from .editor import Editor, PynvimEditor, parse_address
 from .mcp import McpSession, encode, notification
 from .tool import JSON, ConnectionInfo, Tool, ToolContext
@@ -33,6 +33,12 @@ PING_INTERVAL, PONG_TIMEOUT = 30.0, 60.0
 
 class AlreadyServed(Exception):
     """This Neovim already has a live claude-nvim server."""
+
+    def __init__(self, port: int | None, pid: int | None) -> None:
+        super().__init__(f"this Neovim already has a claude-nvim server (port {port}, "
+                         f"pid {pid}); use that one")
+        self.port = port
+        self.pid = pid
 
 
 class App:
@@ -56,10 +62,17 @@ class App:
         self.diffs = diffs.DiffRegistry()
         self.port = 0
         self.lock_path: Path | None = None
+        self.environment: dict[str, str] = {}
+        """What a ``claude`` needs in its environment to connect here (as set in Neovim)."""
         self._lock_pid = os.getpid()
         self._connection_ids = itertools.count(1)
+        self._outboxes: dict[int, trio.MemorySendChannel[JSON]] = {}
+        """Notification queues of the clients that are ready to receive them."""
+        self._queued_mentions: list[JSON] = []
+        self._nursery: trio.Nursery | None = None
         editor.on_notification(selection.NOTIFICATION, self._on_selection)
         editor.on_notification(diffs.NOTIFICATION, self._on_diff)
+        editor.on_notification(mentions.NOTIFICATION, self._on_mention)
         editor.on_notification("claude_nvim_folders", self._on_folders)
         editor.on_notification("claude_nvim_log", self._on_lua_log)
 
@@ -89,24 +102,23 @@ class App:
         editor = self.editor
         holder = await editor.exec_lua(lua_util.CLAIM_LUA, editor.channel_id, os.getpid())
         if holder:
-            raise AlreadyServed(
-                f"this Neovim already has a claude-nvim server (port {holder.get('port')}, "
-                f"pid {holder.get('pid')}); use that one"
-            )
+            raise AlreadyServed(holder.get("port"), holder.get("pid"))
         modules = [[lua_util.MODULE, lua_util.LUA], [selection.MODULE, selection.LUA],
-                   [diffs.MODULE, diffs.LUA]]
+                   [diffs.MODULE, diffs.LUA], [mentions.MODULE, mentions.LUA]]
         modules += [[t.lua_module, t.lua] for t in self.tools.values() if t.lua]
         await editor.exec_lua(lua_util.INSTALL_LUA, modules)
         await editor.request("nvim_set_client_info", "claude-nvim", {"major": 0, "minor": 1},
                              "remote", {}, {"pid": os.getpid()})
         await editor.call_lua(lua_util.MODULE, "start", editor.channel_id)
         async with trio.open_nursery() as nursery:
+            self._nursery = nursery
             server = await nursery.start(partial(
                 serve_websocket, self._handle_request, "127.0.0.1", self.requested_port, None,
                 max_message_size=MAX_MESSAGE_BYTES,
             ))
             self.port = server.port
             info = await editor.call_lua(lua_util.MODULE, "publish", self.port)
+            self.environment = dict(info["env"])
             self._lock_pid = self._choose_lock_pid(info["pid"])
             for stale in lockfile.remove_stale_locks(self.lock_directory, self._lock_pid):
                 log.info("removed a stale lock file of this Neovim: %s", stale)
@@ -142,6 +154,35 @@ class App:
         diff_id, status, result = [*args, None, None, None][:3]
         if isinstance(diff_id, int) and status in ("accepted", "rejected"):
             self.diffs.settle(diff_id, status, result)
+
+    def _on_mention(self, args: list[Any]) -> None:
+        if not args or not isinstance(args[0], dict):
+            return
+        message = notification("at_mentioned", args[0])
+        if self._outboxes:
+            self._broadcast(message)
+            return
+        self._queued_mentions.append(message)
+        if self._nursery is not None and len(self._queued_mentions) == 1:
+            self._nursery.start_soon(self._expire_mentions)
+
+    def _broadcast(self, message: JSON) -> None:
+        for outbox in self._outboxes.values():
+            with contextlib.suppress(trio.WouldBlock):  # a stuck client misses it
+                outbox.send_nowait(message)
+
+    async def _expire_mentions(self) -> None:
+        await self._tell("no Claude is connected yet: the mention is sent when one connects")
+        await trio.sleep(mentions.QUEUE_SECONDS)
+        if self._queued_mentions:
+            count = len(self._queued_mentions)
+            self._queued_mentions.clear()
+            await self._tell(f"no Claude connected within {mentions.QUEUE_SECONDS:g} s: "
+                             f"{count} mention(s) dropped; start claude and send again", "WARN")
+
+    async def _tell(self, message: str, level: str = "INFO") -> None:
+        with contextlib.suppress(Exception):
+            await self.editor.call_lua(lua_util.MODULE, "tell", message, level)
 
     def _on_folders(self, args: list[Any]) -> None:
         if self.lock_path is not None and args and isinstance(args[0], list):
@@ -181,7 +222,7 @@ class App:
         log.info("client %d connected", connection.id)
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._push_selection, ws, session)
+                nursery.start_soon(self._notify_client, ws, session)
                 nursery.start_soon(self._keep_alive, ws)
                 try:
                     while True:
@@ -214,9 +255,28 @@ class App:
         if reply is not None:
             await _send(ws, reply)
 
-    async def _push_selection(self, ws: WebSocketConnection, session: McpSession) -> None:
+    async def _notify_client(self, ws: WebSocketConnection, session: McpSession) -> None:
+        """Send a client its notifications once it listens: the selection, then @-mentions."""
         await session.tools_listed.wait()
         await trio.sleep(FIRST_PUSH_DELAY)
+        outbox, inbox = trio.open_memory_channel[JSON](64)
+        connection_id = session.connection.id
+        self._outboxes[connection_id] = outbox
+        try:
+            for message in self._queued_mentions:
+                with contextlib.suppress(trio.WouldBlock):
+                    outbox.send_nowait(message)
+            self._queued_mentions.clear()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._push_selection, ws)
+                async for message in inbox:
+                    if not await _send(ws, message):
+                        break
+                nursery.cancel_scope.cancel()
+        finally:
+            del self._outboxes[connection_id]
+
+    async def _push_selection(self, ws: WebSocketConnection) -> None:
         version = 0
         while True:
             version, payload = await self.selection.wait_newer(version)

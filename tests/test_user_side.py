@@ -1,0 +1,136 @@
+"""The user's side: @-mention commands, and `claude-nvim claude` starting Claude connected."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import trio
+
+from claude_nvim.testing import mcp_client
+
+CLAUDE_NVIM = [sys.executable, "-m", "claude_nvim"]
+
+
+async def mention(client, after=0):
+    return (await client.next_notification("at_mentioned", after=after))["params"]
+
+
+async def ready(client, nvim, tmp_path):
+    """Wait until the server treats the client as listening: its first selection push."""
+    await nvim.request("nvim_command", f"edit {tmp_path / 'some.txt'}")
+    await client.next_notification("selection_changed")
+
+
+async def test_send_mentions_the_current_line_or_the_visual_range(client, nvim, tmp_path):
+    path = tmp_path / "a.py"
+    path.write_text("".join(f"line {i}\n" for i in range(1, 31)))
+    await ready(client, nvim, tmp_path)
+    await nvim.request("nvim_command", f"edit {path}")
+    await nvim.request("nvim_win_set_cursor", 0, [5, 0])
+    await nvim.request("nvim_command", "ClaudeNvimSend")
+    assert await mention(client) == {"filePath": str(path), "lineStart": 4, "lineEnd": 4}
+    seen = len(client.notifications)
+    await nvim.request("nvim_input", "10GVjj:ClaudeNvimSend<CR>")
+    assert await mention(client, seen) == {"filePath": str(path), "lineStart": 9, "lineEnd": 11}
+    seen = len(client.notifications)
+    await nvim.request("nvim_command", "20,21ClaudeNvimSend")
+    assert await mention(client, seen) == {"filePath": str(path), "lineStart": 19, "lineEnd": 20}
+
+
+async def test_add_mentions_files_ranges_and_directories(client, nvim, tmp_path):
+    path = tmp_path / "b c.py"
+    path.write_text("x\n" * 10)
+    await ready(client, nvim, tmp_path)
+    await nvim.exec_lua("vim.cmd.ClaudeNvimAdd({args = {...}})", str(path))
+    assert await mention(client) == {"filePath": str(path)}
+    seen = len(client.notifications)
+    await nvim.exec_lua("vim.cmd.ClaudeNvimAdd({args = {...}})", str(path), "3", "7")
+    assert await mention(client, seen) == {"filePath": str(path), "lineStart": 2, "lineEnd": 6}
+    seen = len(client.notifications)
+    await nvim.request("nvim_command", "ClaudeNvimAdd .")  # relative to Neovim's cwd
+    assert await mention(client, seen) == {"filePath": str(tmp_path)}
+
+
+async def test_add_refuses_what_does_not_exist(client, nvim, tmp_path):
+    await ready(client, nvim, tmp_path)
+    await nvim.request("nvim_command", f"ClaudeNvimAdd {tmp_path / 'missing.py'}")
+    messages = await nvim.exec_lua("return vim.api.nvim_exec2('messages', {output=true}).output")
+    assert "no such file or directory" in messages
+    assert await client.no_notification("at_mentioned")
+
+
+async def test_mentions_wait_for_a_client_and_reach_it_when_it_connects(app, nvim, tmp_path):
+    path = tmp_path / "q.py"
+    path.write_text("q\n")
+    await nvim.request("nvim_command", f"ClaudeNvimAdd {path}")
+    await trio.sleep(0.3)  # nobody connected yet
+    async with mcp_client(app.port, app.token) as client:
+        assert await mention(client) == {"filePath": str(path)}
+    messages = await nvim.exec_lua("return vim.api.nvim_exec2('messages', {output=true}).output")
+    assert "no Claude is connected yet" in messages
+
+
+async def test_two_clients_both_receive_a_mention(app, client, nvim, tmp_path):
+    async with mcp_client(app.port, app.token) as other:
+        await ready(client, nvim, tmp_path)
+        await ready(other, nvim, tmp_path)
+        await nvim.request("nvim_command", f"ClaudeNvimAdd {tmp_path}")
+        assert await mention(client) == await mention(other) == {"filePath": str(tmp_path)}
+
+
+def fake_claude(tmp_path):
+    """A stand-in for `claude`: records what it was given and what it could reach."""
+    script = tmp_path / "claude"
+    script.write_text(textwrap.dedent(f"""\
+        #!{sys.executable}
+        import json, os, sys, glob
+        port = os.environ.get("CLAUDE_CODE_SSE_PORT")
+        config = os.environ["CLAUDE_CONFIG_DIR"]
+        locks = [os.path.basename(p) for p in glob.glob(config + "/ide/*.lock")]
+        json.dump({{"argv": sys.argv[1:], "port": port, "locks": locks,
+                   "force": os.environ.get("FORCE_CODE_TERMINAL"),
+                   "no_proxy": os.environ.get("no_proxy")}},
+                  open({str(tmp_path / "seen.json")!r}, "w"))
+        sys.exit(7)
+        """))
+    script.chmod(0o755)
+    return script
+
+
+async def test_claude_command_serves_runs_claude_and_cleans_up(nvim_address, nvim, tmp_path):
+    env = {**os.environ, "CLAUDE_NVIM_CLAUDE": str(fake_claude(tmp_path)),
+           "CLAUDE_CONFIG_DIR": str(tmp_path / "cfg"), "NVIM": nvim_address}
+    env.pop("CLAUDE_CODE_SSE_PORT", None)
+    done = await trio.run_process([*CLAUDE_NVIM, "claude", "--resume", "-p", "x"], env=env,
+                                  check=False, capture_stderr=True)
+    assert done.returncode == 7, done.stderr
+    assert done.stderr == b""  # claude owns the terminal: the server logs nothing on it
+    seen = json.loads((tmp_path / "seen.json").read_text())
+    assert seen["argv"] == ["--resume", "-p", "x"]
+    assert seen["locks"] == [f"{seen['port']}.lock"]
+    assert seen["force"] == "true" and "127.0.0.1" in seen["no_proxy"]
+    assert list((tmp_path / "cfg" / "ide").iterdir()) == []  # the lock is gone
+    assert await nvim.exec_lua("return vim.g.claude_nvim_server") is None
+
+
+async def test_claude_command_reuses_a_running_server(app, nvim_address, tmp_path):
+    env = {**os.environ, "CLAUDE_NVIM_CLAUDE": str(fake_claude(tmp_path)),
+           "CLAUDE_CONFIG_DIR": str(tmp_path / "ide").removesuffix("/ide"), "NVIM": nvim_address}
+    done = await trio.run_process([*CLAUDE_NVIM, "claude"], env=env, check=False,
+                                  capture_stderr=True)
+    assert done.returncode == 7, done.stderr
+    seen = json.loads((tmp_path / "seen.json").read_text())
+    assert seen["port"] == str(app.port)
+    assert app.lock_path.exists()  # the running server is untouched
+
+
+def test_claude_command_without_a_neovim_explains(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "NVIM"}
+    done = subprocess.run([*CLAUDE_NVIM, "claude"], env=env, capture_output=True, text=True,
+                          timeout=30)
+    assert done.returncode == 2
+    assert "claude-nvim claude --nvim" in done.stderr
