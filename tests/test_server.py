@@ -262,3 +262,15 @@ async def test_a_server_replaces_one_that_died(nvim_address, nvim, tmp_path):
         assert groups == 3  # DirChanged, LspAttach, LspDetach: replaced, not duplicated
         async with mcp_client(app.port, app.token) as client:
             assert (await client.call_json("getOpenEditors"))["tabs"] == []
+
+
+async def test_lua_errors_reach_the_server_log_not_messages(app, nvim, caplog):
+    await nvim.exec_lua(
+        "vim.api.nvim_create_autocmd('User', {pattern = 'Boom', callback ="
+        " package.loaded['claude_nvim'].guard(function() error('kaboom in lua') end)})")
+    await nvim.request("nvim_command", "doautocmd User Boom")
+    with trio.fail_after(5):
+        while not any("kaboom in lua" in r.getMessage() for r in caplog.records):
+            await trio.sleep(0.01)
+    messages = await nvim.exec_lua("return vim.api.nvim_exec2('messages', {output=true}).output")
+    assert "kaboom" not in messages
