@@ -126,6 +126,12 @@ def load_tools(
     disabled = list(disabled)
     pm, broken = make_plugin_manager(autoload=autoload, disabled=disabled, extra=extra)
     tools = collect_tools(pm, disabled=disabled, broken=broken)
+    if autoload and any(b.distribution is None for b in broken):
+        # A hook that failed belongs to an entry point loaded above: name its distribution too.
+        dists = {ep.name: ep.dist.name
+                 for ep in importlib.metadata.entry_points(group=hookspecs.PROJECT) if ep.dist}
+        broken = [b if b.distribution else replace(b, distribution=dists.get(b.name))
+                  for b in broken]
     if autoload and not _builtin_entry_points():
         # A bare PYTHONPATH=src checkout has no entry points: say so instead of serving nothing.
         raise ToolRegistryError(
