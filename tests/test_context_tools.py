@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from urllib.parse import quote
 
@@ -320,3 +321,20 @@ async def test_bad_arguments_are_a_tool_error_naming_the_argument(client):
     assert "'uri'" in result["content"][0]["text"]
     # Unknown keys are ignored (new CLI versions add some).
     assert await diagnostics(client, {"future": True}) == []
+
+
+async def test_diagnostics_for_a_file_reload_its_unmodified_buffer_first(client, nvim, tmp_path):
+    # The CLI writes a file behind Neovim's back, then asks for its diagnostics.
+    path = tmp_path / "w.txt"
+    path.write_text("old\n")
+    await nvim.request("nvim_command", f"edit {path}")
+    path.write_text("new\n")
+    os.utime(path, (os.stat(path).st_atime, os.stat(path).st_mtime + 5))
+    await client.call_json("getDiagnostics", {"uri": "file://" + str(path)})
+    assert await nvim.exec_lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)") == ["new"]
+    # A buffer with unsaved changes is never reloaded.
+    await nvim.exec_lua("vim.api.nvim_buf_set_lines(0, 0, -1, false, {'mine'})")
+    path.write_text("newer\n")
+    os.utime(path, (os.stat(path).st_atime, os.stat(path).st_mtime + 10))
+    await client.call_json("getDiagnostics", {"uri": "file://" + str(path)})
+    assert await nvim.exec_lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)") == ["mine"]

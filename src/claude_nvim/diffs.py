@@ -120,16 +120,6 @@ function M.open(id, path, exists, lines, tab_name)
   return vim.NIL
 end
 
--- Reload an unmodified buffer whose file changed on disk, without any prompt.
-local function refresh(buf)
-  if not api.nvim_buf_is_valid(buf) or not api.nvim_buf_is_loaded(buf)
-      or vim.bo[buf].modified or vim.bo[buf].buftype ~= '' then return end
-  local autoread = vim.go.autoread
-  vim.go.autoread = true
-  pcall(vim.cmd, 'silent checktime ' .. buf)
-  vim.go.autoread = autoread
-end
-
 -- Close diff `id`'s tab and buffers; idempotent. `reload`: the CLI is writing the target now.
 function M.close(id, reload)
   local d = diffs[id]
@@ -150,8 +140,8 @@ function M.close(id, reload)
     if buf and api.nvim_buf_is_valid(buf) then pcall(api.nvim_buf_delete, buf, { force = true }) end
   end
   if reload and d.target ~= d.scratch then
-    refresh(d.target)
-    vim.defer_fn(function() refresh(d.target) end, 300)
+    core.refresh(d.target)
+    vim.defer_fn(function() core.refresh(d.target) end, 300)
   end
   return true
 end

@@ -67,6 +67,17 @@ function M.find_buffer(candidates)
   return nil
 end
 
+-- Reload an unmodified buffer whose file changed on disk (the CLI writes files behind
+-- Neovim's back), never with a prompt: a modified buffer is left alone.
+function M.refresh(buf)
+  if not api.nvim_buf_is_valid(buf) or not api.nvim_buf_is_loaded(buf)
+      or vim.bo[buf].modified or vim.bo[buf].buftype ~= '' then return end
+  local autoread = vim.go.autoread
+  vim.go.autoread = true
+  pcall(vim.cmd, 'silent checktime ' .. buf)
+  vim.go.autoread = autoread
+end
+
 -- Notify the server. A dead channel (the server went away) switches claude-nvim off here, so
 -- no autocmd ever raises "Invalid channel" at the user.
 function M.notify(event, ...)

@@ -48,6 +48,7 @@ end
 function M.for_file(candidates)
   local buf = core.find_buffer(candidates)
   if buf == nil then return {} end
+  core.refresh(buf)
   return convert(buf, vim.diagnostic.get(buf))
 end
 
