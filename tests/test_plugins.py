@@ -276,8 +276,8 @@ TOOLS = {
 @pytest.fixture
 async def custom(nvim_address, tmp_path):
     async with (running_app(nvim_address, tools=TOOLS, lock_directory=tmp_path / "ide") as app,
-                mcp_client(app.port, app.token) as client):
-        yield client
+                mcp_client(app.port, app.token, path="/mcp") as client):
+        yield client  # plugin tools are for the model: its endpoint
 
 
 async def test_tools_list_shows_described_tools_with_their_fields(custom):

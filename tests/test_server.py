@@ -15,6 +15,7 @@ from claude_nvim.editor import EditorGone, PynvimEditor
 from claude_nvim.plugins import load_tools
 from claude_nvim.server import AlreadyServed, App
 from claude_nvim.testing import mcp_client, running_app
+from claude_nvim.tool import BOTH
 
 
 def flatten(group: BaseException) -> list[BaseException]:
@@ -180,7 +181,7 @@ async def test_a_blocking_tool_does_not_hold_up_other_calls_or_clients(nvim_addr
         return text_result("released")
 
     tools = {**load_tools().tools,
-             "wait": Tool("wait", {"type": "object"}, wait, description="Waits.")}
+             "wait": Tool("wait", {"type": "object"}, wait, description="Waits.", exposure=BOTH)}
     answers = []
 
     async def blocked(client):
@@ -210,7 +211,7 @@ async def test_client_disconnect_cancels_its_calls(nvim_address, tmp_path):
         finally:
             cancelled.set()
 
-    tools = {"wait": Tool("wait", {"type": "object"}, wait, description="Waits.")}
+    tools = {"wait": Tool("wait", {"type": "object"}, wait, description="Waits.", exposure=BOTH)}
     async with running_app(nvim_address, tools=tools, lock_directory=tmp_path / "ide") as app:
         async with mcp_client(app.port, app.token) as client:
             await client.send({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
@@ -274,3 +275,37 @@ async def test_lua_errors_reach_the_server_log_not_messages(app, nvim, caplog):
             await trio.sleep(0.01)
     messages = await nvim.exec_lua("return vim.api.nvim_exec2('messages', {output=true}).output")
     assert "kaboom" not in messages
+
+
+async def test_each_endpoint_lists_and_calls_only_its_own_tools(nvim_address, tmp_path):
+    async def answer(ctx, args):
+        return text_result(ctx.tool.name)
+
+    tools = load_tools().tools
+    tools["plugged"] = Tool("plugged", {"type": "object"}, answer, description="A plugin tool.")
+    async with (
+        running_app(nvim_address, tools=tools, lock_directory=tmp_path / "ide") as app,
+        mcp_client(app.port, app.token) as ide,
+        mcp_client(app.port, app.token, path="/mcp") as model,
+    ):
+        ide_names = {t["name"] for t in (await ide.result("tools/list"))["tools"]}
+        model_names = {t["name"] for t in (await model.result("tools/list"))["tools"]}
+        assert {"openDiff", "closeAllDiffTabs", "openFile", "getDiagnostics"} <= ide_names
+        assert "plugged" not in ide_names
+        assert {"plugged", "getDiagnostics", "getCurrentSelection", "getOpenEditors",
+                "getWorkspaceFolders", "getLatestSelection"} == model_names
+        assert (await model.call_tool("plugged"))["content"][0]["text"] == "plugged"
+        assert (await ide.request("tools/call", {"name": "plugged"}))["error"]["code"] == -32601
+        assert (await model.request("tools/call", {"name": "openDiff"}))["error"]["code"] \
+            == -32601
+
+
+async def test_the_model_endpoint_needs_the_token_too(app):
+    assert await rejected_status_at(app.port, "/mcp", []) == 401
+
+
+async def rejected_status_at(port: int, path: str, headers) -> int:
+    with pytest.raises(ConnectionRejected) as info:
+        async with open_websocket("127.0.0.1", port, path, use_ssl=False, extra_headers=headers):
+            pass
+    return info.value.status_code

@@ -24,6 +24,8 @@ from .tool import JSON, ConnectionInfo, Tool, ToolContext
 log = logging.getLogger(__name__)
 
 AUTH_HEADER = b"x-claude-code-ide-authorization"
+MODEL_PATH = "/mcp"
+"""The model endpoint's URL path; every other path is the IDE socket (protocol doc §0)."""
 MAX_MESSAGE_BYTES = 64 * 2**20
 FIRST_PUSH_DELAY = 0.5
 """Seconds after a client's first tools/list before its first notification: the CLI drops
@@ -55,6 +57,10 @@ class App:
     ) -> None:
         self.editor = editor
         self.tools = dict(tools)
+        self._tools_for = {
+            endpoint: {name: t for name, t in self.tools.items() if endpoint in t.exposure}
+            for endpoint in ("ide", "model")
+        }
         self.requested_port = port
         self.lock_directory = lock_directory or lockfile.lock_dir()
         self.token = token or secrets.token_hex(16)
@@ -215,14 +221,16 @@ class App:
             log.warning("refused a connection: HTTP %d", refusal[0])
             await request.reject(refusal[0], body=refusal[1])
             return
+        endpoint = "model" if request.path.split("?")[0].rstrip("/") == MODEL_PATH else "ide"
         subprotocol = "mcp" if "mcp" in request.proposed_subprotocols else None
         ws = await request.accept(subprotocol=subprotocol)
         connection = ConnectionInfo(id=next(self._connection_ids))
-        session = McpSession(connection, self.tools, self._context)
-        log.info("client %d connected", connection.id)
+        session = McpSession(connection, self._tools_for[endpoint], self._context)
+        log.info("client %d connected to the %s endpoint", connection.id, endpoint)
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._notify_client, ws, session)
+                if endpoint == "ide":  # the model endpoint is a plain MCP server
+                    nursery.start_soon(self._notify_client, ws, session)
                 nursery.start_soon(self._keep_alive, ws)
                 try:
                     while True:

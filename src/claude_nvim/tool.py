@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from .selection import SelectionTracker
 
 JSON = dict[str, Any]
+IDE, MODEL, BOTH = frozenset({"ide"}), frozenset({"model"}), frozenset({"ide", "model"})
 ToolResult = JSON
 Handler = Callable[["ToolContext", JSON], Awaitable[ToolResult]]
 
@@ -41,6 +42,9 @@ class Tool:
     """MCP annotations: title, readOnlyHint, destructiveHint, idempotentHint, openWorldHint."""
     lua: str | None = None
     """A Lua chunk returning a table; installed as ``package.loaded[tool.lua_module]``."""
+    exposure: frozenset[str] = frozenset({"model"})
+    """Who may call it: ``"ide"`` (the CLI's IDE socket), ``"model"`` (the model's MCP
+    endpoint), or both. Tools the CLI itself calls are ``ide``; context tools are both."""
     plugin: str | None = None
     """The plugin that registered the tool, filled in by :func:`collect_tools`."""
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..hookspecs import hookimpl
 from ..paths import candidate_paths
-from ..tool import JSON, Register, Tool, ToolContext, ToolResult, json_result
+from ..tool import IDE, JSON, Register, Tool, ToolContext, ToolResult, json_result
 
 LUA = r"""
 local core = package.loaded['claude_nvim']
@@ -36,6 +36,7 @@ TOOL = Tool(
         "required": ["filePath"],
     },
     handler=check_document_dirty,
+    exposure=IDE,
     annotations={"title": "Check document dirty", "readOnlyHint": True, "openWorldHint": False},
     lua=LUA,
 )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..diffs import MODULE as DIFFS
 from ..hookspecs import hookimpl
-from ..tool import JSON, Register, Tool, ToolContext, ToolResult, text_result
+from ..tool import IDE, JSON, Register, Tool, ToolContext, ToolResult, text_result
 
 
 async def close_all_diff_tabs(ctx: ToolContext, args: JSON) -> ToolResult:
@@ -24,6 +24,7 @@ TOOL = Tool(
     description="Close all diff tabs claude-nvim opened for this session.",
     input_schema={"type": "object", "properties": {}},
     handler=close_all_diff_tabs,
+    exposure=IDE,
     annotations={"title": "Close all diff tabs", "readOnlyHint": False, "idempotentHint": True,
                  "openWorldHint": False},
 )

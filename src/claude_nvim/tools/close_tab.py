@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..diffs import MODULE as DIFFS
 from ..hookspecs import hookimpl
-from ..tool import JSON, Register, Tool, ToolContext, ToolResult, text_result
+from ..tool import IDE, JSON, Register, Tool, ToolContext, ToolResult, text_result
 
 
 async def close_tab(ctx: ToolContext, args: JSON) -> ToolResult:
@@ -25,6 +25,7 @@ TOOL = Tool(
     input_schema={"type": "object", "properties": {"tab_name": {"type": "string"}},
                   "required": ["tab_name"]},
     handler=close_tab,
+    exposure=IDE,
 )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..hookspecs import hookimpl
 from ..paths import candidate_paths, file_url
-from ..tool import JSON, Register, Tool, ToolContext, ToolResult, json_result
+from ..tool import BOTH, JSON, Register, Tool, ToolContext, ToolResult, json_result
 
 LUA = r"""
 local api = vim.api
@@ -99,6 +99,7 @@ TOOL = Tool(
         },
     },
     handler=get_diagnostics,
+    exposure=BOTH,
     annotations={"title": "Get diagnostics", "readOnlyHint": True, "openWorldHint": False},
     lua=LUA,
 )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..hookspecs import hookimpl
-from ..tool import JSON, Register, Tool, ToolContext, ToolResult, json_result
+from ..tool import BOTH, JSON, Register, Tool, ToolContext, ToolResult, json_result
 
 LUA = r"""
 local api = vim.api
@@ -52,6 +52,7 @@ TOOL = Tool(
     ),
     input_schema={"type": "object", "properties": {}},
     handler=get_open_editors,
+    exposure=BOTH,
     annotations={"title": "Get open editors", "readOnlyHint": True, "openWorldHint": False},
     lua=LUA,
 )

@@ -7,7 +7,7 @@ import os
 from ..hookspecs import hookimpl
 from ..lua_util import MODULE as CORE
 from ..paths import file_url
-from ..tool import JSON, Register, Tool, ToolContext, ToolResult, json_result
+from ..tool import BOTH, JSON, Register, Tool, ToolContext, ToolResult, json_result
 
 # The Neovim half is the core module's `workspace_folders`, the same list the lock file holds.
 
@@ -28,6 +28,7 @@ TOOL = Tool(
                 "root folders of its language servers.",
     input_schema={"type": "object", "properties": {}},
     handler=get_workspace_folders,
+    exposure=BOTH,
     annotations={"title": "Get workspace folders", "readOnlyHint": True,
                  "openWorldHint": False},
 )

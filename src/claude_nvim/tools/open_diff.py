@@ -11,7 +11,7 @@ from ..diffs import MODULE as DIFFS
 from ..diffs import split_lines
 from ..hookspecs import hookimpl
 from ..paths import candidate_paths
-from ..tool import JSON, Register, Tool, ToolContext, ToolError, ToolResult, text_result
+from ..tool import IDE, JSON, Register, Tool, ToolContext, ToolError, ToolResult, text_result
 
 # The Neovim half is the shared diff module (claude_nvim.diffs): close_tab, closeAllDiffTabs
 # and the :ClaudeNvimDiffAccept / :ClaudeNvimDiffDeny commands use it too.
@@ -55,6 +55,7 @@ TOOL = Tool(
         "required": ["old_file_path", "new_file_path", "new_file_contents", "tab_name"],
     },
     handler=open_diff,
+    exposure=IDE,
     annotations={"title": "Open diff", "readOnlyHint": False, "openWorldHint": False},
 )
 

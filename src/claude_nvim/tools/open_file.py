@@ -7,6 +7,7 @@ from typing import Any
 from ..hookspecs import hookimpl
 from ..paths import candidate_paths
 from ..tool import (
+    IDE,
     JSON,
     Register,
     Tool,
@@ -188,6 +189,7 @@ TOOL = Tool(
         "required": ["filePath"],
     },
     handler=open_file,
+    exposure=IDE,
     annotations={"title": "Open file", "readOnlyHint": False, "idempotentHint": True,
                  "openWorldHint": False},
     lua=LUA,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..hookspecs import hookimpl
 from ..paths import candidate_paths
-from ..tool import JSON, Register, Tool, ToolContext, ToolResult, json_result
+from ..tool import IDE, JSON, Register, Tool, ToolContext, ToolResult, json_result
 
 LUA = r"""
 local api = vim.api
@@ -46,6 +46,7 @@ TOOL = Tool(
         "required": ["filePath"],
     },
     handler=save_document,
+    exposure=IDE,
     annotations={"title": "Save document", "readOnlyHint": False, "openWorldHint": False},
     lua=LUA,
 )
