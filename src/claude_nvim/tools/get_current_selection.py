@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from ..hookspecs import hookimpl
 from ..selection import MODULE as SELECTION
-from ..tool import JSON, Register, Tool, ToolContext, ToolResult, json_result
+from ..tool import BOTH, JSON, Register, Tool, ToolContext, ToolResult, json_result
 
 # The Neovim half is the selection module's `current`, shared with selection tracking.
 
 
 async def get_current_selection(ctx: ToolContext, args: JSON) -> ToolResult:
-    payload = await ctx.editor.call_lua(SELECTION, "current", None)
+    # No argument: the full text (a None would arrive as vim.NIL, which Lua takes for a cap).
+    payload = await ctx.editor.call_lua(SELECTION, "current")
     if payload is None:
         return json_result({"success": False, "message": "No active editor found"})
     return json_result({"success": True, **payload})
@@ -24,6 +25,7 @@ TOOL = Tool(
     ),
     input_schema={"type": "object", "properties": {}},
     handler=get_current_selection,
+    exposure=BOTH,
     annotations={"title": "Get current selection", "readOnlyHint": True, "openWorldHint": False},
 )
 

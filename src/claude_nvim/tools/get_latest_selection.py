@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..hookspecs import hookimpl
 from ..selection import MODULE as SELECTION
-from ..tool import JSON, Register, Tool, ToolContext, ToolResult, json_result
+from ..tool import BOTH, JSON, Register, Tool, ToolContext, ToolResult, json_result
 
 # The Neovim half is the selection module's `latest`: selection tracking records it when
 # Visual mode ends, and the full text is re-read while the buffer is unchanged.
@@ -25,6 +25,7 @@ TOOL = Tool(
     ),
     input_schema={"type": "object", "properties": {}},
     handler=get_latest_selection,
+    exposure=BOTH,
     annotations={"title": "Get latest selection", "readOnlyHint": True, "openWorldHint": False},
 )
 
