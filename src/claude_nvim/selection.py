@@ -81,10 +81,11 @@ local function region(buf, kind, a, b, cap)
     local s = math.min(a[2], #first)
     local e, el, ec  -- e: exclusive end byte on row b[1]
     local eol = b.eol or b[2] >= #last
-    if eol then
+    if vim.o.selection == 'exclusive' then
+      -- b itself is left out, so a line break (`$`, an empty line) is never taken in; as `y`.
+      eol, e = false, math.min(b[2], #last)
+    elseif eol then
       e = #last
-    elseif vim.o.selection == 'exclusive' then
-      e = b[2]
     else
       e = b[2] + vim.str_utf_end(last, b[2] + 1) + 1
     end
@@ -105,6 +106,9 @@ local function region(buf, kind, a, b, cap)
     local vb = vim.fn.virtcol({ b[1] + 1, b[2] + 1 }, 1)
     local left = math.min(va[1], vb[1])
     local right = (a.eol or b.eol) and math.huge or math.max(va[2], vb[2])
+    if right ~= math.huge and vim.o.selection == 'exclusive' and vb[1] - 1 >= va[2] then
+      right = vb[1] - 1  -- as `y` does: b, the later corner, is left out when right of a
+    end
     local function span(row, l)  -- the block's bytes [s, e) on a row
       if l == '' or vim.fn.strdisplaywidth(l) < left then return #l, #l end
       local s = vim.fn.virtcol2col(0, row + 1, left) - 1
@@ -193,7 +197,8 @@ local function on_event()
   local r = live_region()
   if r then
     state = region(buf, r.kind, r.a, r.b, CAP)
-    visual_snapshot = { buf = buf, tick = api.nvim_buf_get_changedtick(buf), payload = state }
+    visual_snapshot = { buf = buf, tick = api.nvim_buf_get_changedtick(buf), payload = state,
+      eol = r.b.eol }
   else
     state = cursor_payload(buf, win)
   end
@@ -218,7 +223,8 @@ local function on_mode_changed()
     if s[1] == 0 then return end
     local kind = VISUAL[vim.fn.visualmode()] or 'v'
     local b = { e[1] - 1, e[2] }
-    b.eol = e[2] >= vim.v.maxcol
+    -- The marks do not say that CTRL-V `$` ran the block to each line's end; the snapshot does.
+    b.eol = e[2] >= vim.v.maxcol or (kind == '\22' and snap ~= nil and snap.buf == buf and snap.eol)
     latest = { buf = buf, tick = tick, kind = kind, a = { s[1] - 1, s[2] }, b = b }
     latest.payload = region(buf, kind, latest.a, latest.b, CAP)
   end
