@@ -110,7 +110,7 @@ async def test_claude_command_serves_runs_claude_and_cleans_up(nvim_address, nvi
     assert done.returncode == 7, done.stderr
     assert done.stderr == b""  # claude owns the terminal: the server logs nothing on it
     seen = json.loads((tmp_path / "seen.json").read_text())
-    assert seen["argv"] == ["--resume", "-p", "x"]
+    assert seen["argv"][:3] == ["--resume", "-p", "x"]  # then our --mcp-config
     assert seen["locks"] == [f"{seen['port']}.lock"]
     assert seen["force"] == "true" and "127.0.0.1" in seen["no_proxy"]
     assert list((tmp_path / "cfg" / "ide").iterdir()) == []  # the lock is gone

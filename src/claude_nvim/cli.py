@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import logging
 import os
 import shutil
@@ -12,12 +13,14 @@ import sys
 from collections.abc import Iterator, Sequence
 
 import trio
+from trio_websocket import HandshakeError
 
-from . import __version__
+from . import __version__, lockfile
 from .editor import EditorGone, PynvimEditor
 from .headless import headless_nvim
 from .plugins import ToolRegistryError, load_tools
-from .server import AlreadyServed, App
+from .relay import relay
+from .server import MODEL_PATH, AlreadyServed, App
 
 log = logging.getLogger("claude_nvim")
 
@@ -74,6 +77,13 @@ def _parser() -> argparse.ArgumentParser:
     claude.set_defaults(command=cmd_claude)
     claude.add_argument("--nvim", metavar="ADDR", help="Neovim's RPC address (default: $NVIM)")
     claude.set_defaults(disable=[])
+
+    mcp = sub.add_parser(
+        "mcp", help="a stdio MCP server for `claude mcp add`, relaying to the running server",
+        description="Relay MCP over stdio to the model endpoint of the claude-nvim server for "
+                    "this directory (or $CLAUDE_CODE_SSE_PORT). Register it once with: "
+                    "claude mcp add nvim -- claude-nvim mcp")
+    mcp.set_defaults(command=cmd_mcp)
 
     tools = sub.add_parser("tools", help="list the tools and the plugins they come from")
     tools.set_defaults(command=cmd_tools)
@@ -163,6 +173,30 @@ def _first(error: BaseException) -> BaseException:
     return error
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    try:
+        port, token = lockfile.find_server(os.getcwd())
+    except LookupError as exc:
+        print(f"claude-nvim mcp: {exc}", file=sys.stderr)
+        return 1
+    status = 0
+    try:
+        trio.run(relay, port, token)
+    except* (OSError, HandshakeError) as group:
+        print(f"claude-nvim mcp: cannot reach the server on port {port}: {_first(group)}",
+              file=sys.stderr)
+        status = 1
+    return status
+
+
+def model_endpoint_config(port: int, token: str) -> str:
+    """``claude --mcp-config`` JSON for the model endpoint: its tools are ``mcp__nvim__*``."""
+    return json.dumps({"mcpServers": {"nvim": {
+        "type": "ws", "url": f"ws://127.0.0.1:{port}{MODEL_PATH}",
+        "headers": {"X-Claude-Code-Ide-Authorization": token},
+    }}})
+
+
 def cmd_claude(args: argparse.Namespace) -> int:
     address = args.nvim or os.environ.get("NVIM")
     if not address:
@@ -193,6 +227,7 @@ async def _claude_session(app: App, command: list[str]) -> int:
     try:
         async with trio.open_nursery() as nursery:
             await nursery.start(app.run)
+            command += ["--mcp-config", model_endpoint_config(app.port, app.token)]
             return await _run_claude(command, {**environment, **app.environment},
                                      nursery.cancel_scope)
     except* AlreadyServed as group:
@@ -200,6 +235,9 @@ async def _claude_session(app: App, command: list[str]) -> int:
         assert isinstance(served, AlreadyServed)
         log.info("reusing this Neovim's running server on port %s", served.port)
         environment["CLAUDE_CODE_SSE_PORT"] = str(served.port)
+    with contextlib.suppress(LookupError):
+        port, token = lockfile.find_server(os.getcwd(), environment)
+        command += ["--mcp-config", model_endpoint_config(port, token)]
     return await _run_claude(command, environment, None)
 
 

@@ -85,6 +85,41 @@ def remove_stale_locks(directory: Path, nvim_pid: int) -> list[Path]:
     return removed
 
 
+def find_server(cwd: str, environ: Mapping[str, str] = os.environ) -> tuple[int, str]:
+    """The port and token of the claude-nvim server to use from ``cwd``, as ``claude`` picks.
+
+    ``$CLAUDE_CODE_SSE_PORT`` (set in Neovim's terminals) names it; otherwise the one live
+    Neovim lock whose workspace folders hold ``cwd``. Raises ``LookupError`` saying why not.
+    """
+    directory = lock_dir(environ)
+    if port := environ.get("CLAUDE_CODE_SSE_PORT"):
+        try:
+            content = json.loads((directory / f"{port}.lock").read_text(encoding="utf-8"))
+            return int(port), str(content["authToken"])
+        except (OSError, ValueError, KeyError) as exc:
+            raise LookupError(f"no claude-nvim server on port {port} (CLAUDE_CODE_SSE_PORT): "
+                              f"cannot read its lock file in {directory}: {exc}") from None
+    found = []
+    for path in directory.glob("*.lock"):
+        try:
+            content = json.loads(path.read_text(encoding="utf-8"))
+            port_number, token = int(path.stem), str(content["authToken"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        folders = content.get("workspaceFolders") or []
+        if (content.get("ideName") == IDE_NAME and pid_alive(int(content.get("pid", 0)))
+                and any(cwd == f or cwd.startswith(f.rstrip("/") + "/") for f in folders)):
+            found.append((port_number, token))
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise LookupError(f"no claude-nvim server is running for {cwd}: start one in Neovim "
+                          "(:terminal claude-nvim serve)")
+    ports = ", ".join(str(p) for p, _ in sorted(found))
+    raise LookupError(f"several claude-nvim servers serve {cwd} (ports {ports}): "
+                      "set CLAUDE_CODE_SSE_PORT to choose one")
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

@@ -1,0 +1,99 @@
+"""The model endpoint from the CLI's side: `claude-nvim mcp` over stdio, and --mcp-config."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import trio
+
+CLAUDE_NVIM = [sys.executable, "-m", "claude_nvim"]
+
+
+def environment(tmp_path, **extra):
+    env = {k: v for k, v in os.environ.items() if k not in ("CLAUDE_CODE_SSE_PORT", "NVIM")}
+    return {**env, "CLAUDE_CONFIG_DIR": str(tmp_path), **extra}
+
+
+async def stdio_session(env, cwd, messages):
+    """Run `claude-nvim mcp`, write `messages` as lines, return the decoded answers."""
+    requests = sum(1 for m in messages if "id" in m)
+    process = await trio.lowlevel.open_process(
+        [*CLAUDE_NVIM, "mcp"], env=env, cwd=cwd,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    answers, buffer = [], b""
+    with trio.fail_after(15):
+        for message in messages:
+            await process.stdin.send_all(json.dumps(message).encode() + b"\n")
+        while len(answers) < requests:
+            chunk = await process.stdout.receive_some(65536)
+            assert chunk, "claude-nvim mcp closed its output"
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            answers += [json.loads(line) for line in lines if line]
+        await process.stdin.aclose()
+        assert await process.wait() == 0
+    return answers
+
+
+INIT = [
+    {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+     "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "claude-code", "version": "2"}}},
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+    {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+     "params": {"name": "getWorkspaceFolders", "arguments": {}}},
+]
+
+
+async def test_mcp_relays_to_the_server_for_this_directory(app, tmp_path):
+    config = tmp_path / "ide"
+    assert app.lock_path.parent == config
+    answers = await stdio_session(environment(tmp_path), tmp_path, INIT)
+    by_id = {a["id"]: a for a in answers}
+    assert by_id[0]["result"]["serverInfo"]["name"] == "claude-nvim"
+    names = {t["name"] for t in by_id[1]["result"]["tools"]}
+    assert "getWorkspaceFolders" in names and "openDiff" not in names
+    folders = json.loads(by_id[2]["result"]["content"][0]["text"])
+    assert folders["rootPath"] == str(tmp_path)
+
+
+async def test_mcp_follows_claude_code_sse_port(app, tmp_path):
+    elsewhere = tmp_path.parent  # not inside the server's workspace folders
+    env = environment(tmp_path, CLAUDE_CODE_SSE_PORT=str(app.port))
+    answers = await stdio_session(env, elsewhere, INIT[:1])
+    assert answers[0]["result"]["serverInfo"]["name"] == "claude-nvim"
+
+
+def test_mcp_without_a_server_says_so(tmp_path):
+    done = subprocess.run([*CLAUDE_NVIM, "mcp"], env=environment(tmp_path), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=30, input="")
+    assert done.returncode == 1
+    assert "no claude-nvim server is running for" in done.stderr
+    stale_port = subprocess.run(
+        [*CLAUDE_NVIM, "mcp"], env=environment(tmp_path, CLAUDE_CODE_SSE_PORT="9"),
+        capture_output=True, text=True, timeout=30, input="")
+    assert stale_port.returncode == 1 and "port 9" in stale_port.stderr
+
+
+async def test_claude_command_passes_the_model_endpoint(nvim_address, tmp_path):
+    seen = tmp_path / "argv.json"
+    fake = tmp_path / "claude"
+    fake.write_text(textwrap.dedent(f"""\
+        #!{sys.executable}
+        import json, sys
+        json.dump(sys.argv[1:], open({str(seen)!r}, "w"))
+        """))
+    fake.chmod(0o755)
+    env = environment(tmp_path / "cfg", CLAUDE_NVIM_CLAUDE=str(fake), NVIM=nvim_address)
+    await trio.run_process([*CLAUDE_NVIM, "claude", "hello"], env=env)
+    argv = json.loads(seen.read_text())
+    assert argv[0] == "hello" and argv[1] == "--mcp-config"
+    server = json.loads(argv[2])["mcpServers"]["nvim"]
+    assert server["type"] == "ws"
+    assert server["url"].startswith("ws://127.0.0.1:") and server["url"].endswith("/mcp")
+    assert len(server["headers"]["X-Claude-Code-Ide-Authorization"]) >= 32
