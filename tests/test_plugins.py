@@ -334,11 +334,13 @@ def run_tools(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
                           env={**environment, **env}, capture_output=True, text=True, timeout=30)
 
 
-def listed(stdout: str) -> dict[str, str]:
+def listed(stdout: str) -> dict[str, list[str]]:
+    """Tool name -> [endpoint, plugin, distribution, version, status words...]."""
     rows = {}
-    for line in stdout.splitlines():
-        name, rest = line.split(None, 1)
-        rows[name] = rest
+    for line in stdout.splitlines()[1:]:  # after the header
+        name, *rest = line.split()
+        if name != "-":
+            rows[name] = rest
     return rows
 
 
@@ -349,8 +351,10 @@ def test_cli_lists_the_tools_and_their_plugins():
     tools = load_tools().tools
     assert set(rows) == set(tools)
     for name, tool in tools.items():
-        assert rows[name].split()[0] == tool.plugin
-        assert rows[name].endswith("(hidden)") == (tool.description is None)
+        endpoint, plugin, distribution, version, *status = rows[name]
+        assert (plugin, distribution) == (tool.plugin, "claude-nvim")
+        assert set(endpoint.split("+")) == tool.exposure
+        assert ("hidden" in status) == (tool.description is None)
 
 
 def test_cli_honours_disable(tmp_path):
@@ -358,8 +362,9 @@ def test_cli_honours_disable(tmp_path):
                      CLAUDE_NVIM_DISABLE="getDiagnostics, getLatestSelection")
     assert done.returncode == 0, done.stderr
     rows = listed(done.stdout)
-    assert not set(rows) & {"getOpenEditors", "getDiagnostics", "getLatestSelection"}
-    assert "getCurrentSelection" in rows
+    for name in ("getOpenEditors", "getDiagnostics", "getLatestSelection"):
+        assert rows[name][-1] == "disabled"
+    assert rows["getCurrentSelection"][-1] == "0.1.0"  # no status: enabled
 
 
 def test_cli_shows_hidden_and_broken_plugins(site):
@@ -369,8 +374,11 @@ def test_cli_shows_hidden_and_broken_plugins(site):
     done = run_tools(PYTHONPATH=str(site.root))
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert any(line.split() == ["shown", "extras"] for line in lines)
-    assert any(line.split() == ["secret", "extras", "(hidden)"] for line in lines)
-    broken = [line for line in lines if line.startswith("(broken)")]
+    assert any(line.split() == ["shown", "model", "extras", "fake_extras", "1.0"]
+               for line in lines)
+    assert any(line.split() == ["secret", "model", "extras", "fake_extras", "1.0", "hidden"]
+               for line in lines)
+    broken = [line for line in lines if "broken:" in line]
     assert len(broken) == 5
-    assert any("explodes: RuntimeError: cannot import me" in line for line in broken)
+    assert any("explodes" in line and "broken: RuntimeError: cannot import me" in line
+               for line in broken)

@@ -15,10 +15,10 @@ from collections.abc import Iterator, Sequence
 import trio
 from trio_websocket import HandshakeError
 
-from . import __version__, lockfile
+from . import __version__, doctor, lockfile
 from .editor import EditorGone, PynvimEditor
 from .headless import headless_nvim
-from .plugins import ToolRegistryError, load_tools
+from .plugins import ToolRegistryError, load_tools, plugin_distributions
 from .relay import relay
 from .server import MODEL_PATH, AlreadyServed, App
 
@@ -85,6 +85,10 @@ def _parser() -> argparse.ArgumentParser:
                     "claude mcp add nvim -- claude-nvim mcp")
     mcp.set_defaults(command=cmd_mcp)
 
+    doctor = sub.add_parser("doctor", help="check Neovim, claude, the lock directory, plugins")
+    doctor.set_defaults(command=cmd_doctor)
+    doctor.add_argument("--nvim", metavar="ADDR", help="Neovim's RPC address (default: $NVIM)")
+
     tools = sub.add_parser("tools", help="list the tools and the plugins they come from")
     tools.set_defaults(command=cmd_tools)
     _add_disable(tools)
@@ -125,16 +129,28 @@ def _disabled(args: argparse.Namespace) -> list[str]:
 
 
 def cmd_tools(args: argparse.Namespace) -> int:
+    disabled = set(_disabled(args))
     try:
-        loaded = load_tools(disabled=_disabled(args))
+        loaded = load_tools()
     except ToolRegistryError as exc:
         print(f"claude-nvim: {exc}", file=sys.stderr)
         return 1
-    for tool in loaded.tools.values():
-        hidden = "" if tool.description is not None else "  (hidden)"
-        print(f"{tool.name:24} {tool.plugin}{hidden}")
+    sources = plugin_distributions()
+    rows = [("TOOL", "ENDPOINT", "PLUGIN", "FROM", "STATUS")]
+    for tool in sorted(loaded.tools.values(), key=lambda t: t.name.lower()):
+        plugin = tool.plugin or "?"
+        status = [word for word, applies in (
+            ("disabled", tool.name in disabled or plugin in disabled),
+            ("hidden", tool.description is None)) if applies]
+        rows.append((tool.name, "+".join(sorted(tool.exposure)), plugin,
+                     " ".join(sources.get(plugin, ("(in-process)",))), ", ".join(status)))
     for broken in loaded.broken:
-        print(f"{'(broken)':24} {broken.name}: {broken.error}")
+        rows.append(("-", "-", broken.name, broken.distribution or "?",
+                     f"broken: {broken.error}"))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False))
+              + "  " + row[4])
     return 0
 
 
@@ -171,6 +187,10 @@ def _first(error: BaseException) -> BaseException:
     while isinstance(error, BaseExceptionGroup):
         error = error.exceptions[0]
     return error
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    return doctor.report(doctor.check(args.nvim or os.environ.get("NVIM")))
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:

@@ -128,10 +128,9 @@ def load_tools(
     tools = collect_tools(pm, disabled=disabled, broken=broken)
     if autoload and any(b.distribution is None for b in broken):
         # A hook that failed belongs to an entry point loaded above: name its distribution too.
-        dists = {ep.name: ep.dist.name
-                 for ep in importlib.metadata.entry_points(group=hookspecs.PROJECT) if ep.dist}
-        broken = [b if b.distribution else replace(b, distribution=dists.get(b.name))
-                  for b in broken]
+        dists = plugin_distributions()
+        broken = [b if b.distribution or b.name not in dists
+                  else replace(b, distribution=dists[b.name][0]) for b in broken]
     if autoload and not _builtin_entry_points():
         # A bare PYTHONPATH=src checkout has no entry points: say so instead of serving nothing.
         raise ToolRegistryError(
@@ -139,6 +138,12 @@ def load_tools(
             "install the package (pip install -e .) and try again"
         )
     return LoadedTools(tools, broken)
+
+
+def plugin_distributions() -> dict[str, tuple[str, str]]:
+    """Entry-point (plugin) name -> (distribution, version), for reports."""
+    return {ep.name: (ep.dist.name, ep.dist.version)
+            for ep in importlib.metadata.entry_points(group=hookspecs.PROJECT) if ep.dist}
 
 
 def _builtin_entry_points() -> list[importlib.metadata.EntryPoint]:
