@@ -311,3 +311,59 @@ async def rejected_status_at(port: int, path: str, headers) -> int:
         async with open_websocket("127.0.0.1", port, path, use_ssl=False, extra_headers=headers):
             pass
     return info.value.status_code
+
+
+async def raw_upgrade(port: int, token: str) -> trio.SocketStream:
+    """A bare TCP connection that has done the WebSocket upgrade, for hand-made frames."""
+    stream = await trio.open_tcp_stream("127.0.0.1", port)
+    await stream.send_all(
+        f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
+        "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+        f"Sec-WebSocket-Version: 13\r\nx-claude-code-ide-authorization: {token}\r\n\r\n"
+        .encode())
+    response = b""
+    while b"\r\n\r\n" not in response:
+        response += await stream.receive_some(4096)
+    assert response.startswith(b"HTTP/1.1 101")
+    return stream
+
+
+def masked_frame(opcode: int, payload: bytes) -> bytes:
+    mask = b"\x01\x02\x03\x04"
+    assert len(payload) < 126
+    body = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+    return bytes([0x80 | opcode, 0x80 | len(payload)]) + mask + body
+
+
+async def test_invalid_utf8_closes_1007_and_others_are_untouched(app):
+    async with mcp_client(app.port, app.token) as bystander:
+        stream = await raw_upgrade(app.port, app.token)
+        await stream.send_all(masked_frame(0x1, b'{"x":"\xff\xfe"}'))
+        with trio.fail_after(5):
+            frame = await stream.receive_some(4096)
+        assert frame[0] == 0x88  # a close frame ...
+        assert int.from_bytes(frame[2:4], "big") == 1007  # ... saying why
+        assert (await bystander.request("ping"))["result"] == {}
+
+
+async def test_the_limit_counts_bytes_not_characters(app):
+    async with mcp_client(app.port, app.token) as bystander, \
+            mcp_client(app.port, app.token) as sender:
+        # 17 Mi characters of 4 bytes: 68 MiB on the wire, over the 64 MiB limit.
+        with pytest.raises(ConnectionClosed) as info:
+            await sender.ws.send_message('"' + "😀" * (17 * 2**20) + '"')
+            await sender.ws.get_message()
+        assert info.value.reason.code == 1009
+        assert (await bystander.request("ping"))["result"] == {}
+
+
+async def test_a_client_that_never_finishes_the_handshake_is_dropped(nvim_address, tmp_path):
+    from claude_nvim.editor import PynvimEditor as Editor
+    app = App(Editor(nvim_address), {}, lock_directory=tmp_path / "ide", handshake_timeout=0.3)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(app.run)
+        stream = await trio.open_tcp_stream("127.0.0.1", app.port)
+        await stream.send_all(b"GET / HTTP/1.1\r\n")  # ... and nothing more
+        with trio.fail_after(5):
+            assert await stream.receive_some(4096) == b""  # closed by the server
+        nursery.cancel_scope.cancel()

@@ -121,6 +121,9 @@ def _configure_logging(level: str, log_file: str | None, *, to_stderr: bool = Tr
         handlers.append(logging.FileHandler(log_file, encoding="utf-8"))
     logging.basicConfig(level=level.upper(), handlers=handlers,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # Their debug lines are per frame and per event: noise, even when debugging claude-nvim.
+    for chatty in ("trio-websocket", "asyncio"):
+        logging.getLogger(chatty).setLevel(max(logging.INFO, logging.getLogger().level))
 
 
 def _disabled(args: argparse.Namespace) -> list[str]:

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import trio
-from trio_websocket import ConnectionClosed, WebSocketConnection, WebSocketRequest, serve_websocket
+from trio_websocket import ConnectionClosed, WebSocketConnection, WebSocketRequest
 
-from . import diffs, lockfile, lua_util, mentions, selection
+from . import diffs, lockfile, lua_util, mentions, selection, websocket
 from .editor import Editor, PynvimEditor, parse_address
 from .mcp import McpSession, encode, notification
 from .tool import JSON, ConnectionInfo, Tool, ToolContext
@@ -54,8 +54,11 @@ class App:
         port: int = 0,
         lock_directory: Path | None = None,
         token: str | None = None,
+        handshake_timeout: float = 10.0,
     ) -> None:
         self.editor = editor
+        self.handshake_timeout = handshake_timeout
+        """Seconds a client has to finish the HTTP upgrade (slow or silent clients are dropped)."""
         self.tools = dict(tools)
         self._tools_for = {
             endpoint: {name: t for name, t in self.tools.items() if endpoint in t.exposure}
@@ -119,9 +122,8 @@ class App:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             server = await nursery.start(partial(
-                serve_websocket, self._handle_request, "127.0.0.1", self.requested_port, None,
-                max_message_size=MAX_MESSAGE_BYTES,
-            ))
+                websocket.serve, self._handle_request, self.requested_port,
+                max_message_size=MAX_MESSAGE_BYTES, handshake_timeout=self.handshake_timeout))
             self.port = server.port
             info = await editor.call_lua(lua_util.MODULE, "publish", self.port)
             self.environment = dict(info["env"])
