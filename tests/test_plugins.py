@@ -351,7 +351,7 @@ def test_cli_lists_the_tools_and_their_plugins():
     tools = load_tools().tools
     assert set(rows) == set(tools)
     for name, tool in tools.items():
-        endpoint, plugin, distribution, version, *status = rows[name]
+        endpoint, plugin, distribution, _version, *status = rows[name]
         assert (plugin, distribution) == (tool.plugin, "claude-nvim")
         assert set(endpoint.split("+")) == tool.exposure
         assert ("hidden" in status) == (tool.description is None)
