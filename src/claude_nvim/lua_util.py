@@ -33,7 +33,7 @@ function M.absolute(path)
   elseif path:sub(1, 1) ~= '/' and not path:match('^%a:[/\\]') then
     path = vim.fn.getcwd(-1, -1) .. '/' .. path
   end
-  return vim.fs.normalize(path)
+  return vim.fs.normalize(path, { expand_env = false })
 end
 
 -- An "active editor": a normal file buffer in a normal window, not one of our diff proposals.
@@ -50,7 +50,10 @@ function M.find_buffer(candidates)
   local by_name, by_real = {}, {}
   for _, buf in ipairs(api.nvim_list_bufs()) do
     local name = api.nvim_buf_get_name(buf)
-    if name ~= '' then by_name[vim.fs.normalize(name)] = by_name[vim.fs.normalize(name)] or buf end
+    if name ~= '' then
+      local key = vim.fs.normalize(name, { expand_env = false })
+      by_name[key] = by_name[key] or buf
+    end
   end
   for _, path in ipairs(candidates) do
     local buf = by_name[M.absolute(path)]
@@ -106,7 +109,7 @@ function M.workspace_folders()
   local seen, out = {}, {}
   local function add(path)
     if not path or path == '' then return end
-    path = vim.fs.normalize(M.absolute(path))
+    path = M.absolute(path)
     if not seen[path] then seen[path] = true; out[#out + 1] = path end
   end
   add(vim.fn.getcwd(-1, -1))

@@ -32,10 +32,9 @@ end
 function M.add(opts)
   local args = opts.fargs
   local path = core.absolute(args[1])
-  if vim.fn.isdirectory(path) == 1 then
-    return send({ filePath = path:gsub('/$', '') })
-  end
-  if vim.fn.filereadable(path) == 0 then return warn('no such file or directory: ' .. path) end
+  local stat = (vim.uv or vim.loop).fs_stat(path)  -- not isdirectory(): it expands $VARS
+  if stat == nil then return warn('no such file or directory: ' .. path) end
+  if stat.type == 'directory' then return send({ filePath = (path:gsub('/$', '')) }) end
   local start, stop = tonumber(args[2]), tonumber(args[3] or args[2])
   if args[2] and (not start or not stop or start < 1 or stop < start) then
     return warn('line numbers must be 1-based, start <= end: ' .. table.concat(args, ' ', 2))

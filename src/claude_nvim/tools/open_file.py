@@ -23,7 +23,11 @@ local api = vim.api
 local core = package.loaded['claude_nvim']
 local M = {}
 
-local function readable(path) return vim.fn.filereadable(path) == 1 end
+-- Not filereadable(): it expands $VARS, and file names may contain '$'.
+local function readable(path)
+  local stat = (vim.uv or vim.loop).fs_stat(path)
+  return stat ~= nil and stat.type ~= 'directory' and (vim.uv or vim.loop).fs_access(path, 'R')
+end
 
 -- A window fit to show a file: a normal editor window, never a terminal, sidebar, floating or
 -- diff window. The current one if it fits, else the first that does.

@@ -1,0 +1,185 @@
+"""Bad input, hostile names and faults: answered clearly, never a crash, a hang or lost work."""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+from pathlib import Path
+
+import pytest
+import trio
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from claude_nvim.editor import EditorGone, PynvimEditor
+from claude_nvim.plugins import load_tools
+from claude_nvim.server import App
+from claude_nvim.testing import mcp_client
+from test_mcp import TOOLS, session
+
+CORPUS = sorted((Path(__file__).parent / "corpus").glob("*.json"))
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=20,
+)
+messages = st.fixed_dictionaries(
+    {},
+    optional={
+        "jsonrpc": st.sampled_from(["2.0", "1.0", 2]) | json_values,
+        "id": json_values,
+        "method": st.sampled_from(["initialize", "tools/list", "tools/call", "ping",
+                                   "prompts/list", "notifications/cancelled", "x"]) | json_values,
+        "params": json_values | st.fixed_dictionaries(
+            {}, optional={"name": st.sampled_from(list(TOOLS)) | json_values,
+                          "arguments": json_values}),
+    },
+)
+
+
+def valid_response(reply, sent):
+    assert reply["jsonrpc"] == "2.0"
+    assert ("result" in reply) != ("error" in reply)
+    if "error" in reply:
+        assert isinstance(reply["error"]["code"], int)
+        assert isinstance(reply["error"]["message"], str)
+    if isinstance(sent, dict) and "id" in sent and reply["id"] is not None:
+        assert reply["id"] == sent["id"]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(message=messages | json_values)
+def test_any_json_gets_a_valid_answer_or_none(message):
+    async def main():
+        s = session()
+        with trio.fail_after(5):
+            # "slow" never answers by design: skip calling it.
+            if isinstance(message, dict) and isinstance(message.get("params"), dict) \
+                    and message["params"].get("name") == "slow":
+                return
+            reply = await s.handle(json.dumps(message))
+        if reply is not None:
+            valid_response(reply, message)
+            json.dumps(reply)
+        is_request = isinstance(message, dict) and "id" in message and "method" in message
+        if is_request and message.get("jsonrpc") == "2.0" and isinstance(message["method"], str) \
+                and not message["method"].startswith("notifications/"):
+            assert reply is not None
+    trio.run(main)
+
+
+@settings(max_examples=200, deadline=None)
+@given(raw=st.text() | st.binary())
+def test_any_text_or_bytes_gets_an_answer(raw):
+    async def main():
+        reply = await session().handle(raw)
+        assert reply is None or "error" in reply or "result" in reply
+    trio.run(main)
+
+
+@pytest.mark.parametrize("case", CORPUS, ids=lambda p: p.stem)
+async def test_regression_corpus_over_the_wire(client, case):
+    await client.send(case.read_text())
+    with trio.fail_after(10):
+        assert (await client.request("ping"))["result"] == {}  # the connection is still up
+
+
+HOSTILE_NAMES = ["with space.txt", "qu'ote\".txt", "pi|pe.txt", "per%20cent%.txt", "ha#sh.txt",
+                 "back`tick`.txt", "$HOME.txt", "new\nline.txt", "dash -c.txt", "ü ñ.txt"]
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES)
+async def test_hostile_file_names_are_data(client, nvim, tmp_path, name):
+    path = tmp_path / name
+    path.write_text("one\n")
+    opened = await client.call_tool("openFile", {"filePath": str(path)})
+    assert not opened.get("isError"), opened
+    assert await nvim.exec_lua("return vim.api.nvim_buf_get_name(0)") == str(path)
+    await nvim.exec_lua("vim.api.nvim_buf_set_lines(0, 0, -1, false, {'two'})")
+    saved = await client.call_json("saveDocument", {"filePath": str(path)})
+    assert saved["success"] is True
+    assert path.read_text() == "two\n"
+    diagnostics = await client.call_json("getDiagnostics", {"uri": "file://" + str(path)})
+    assert diagnostics == [{"uri": "file://" + str(path), "diagnostics": []}]
+    async with trio.open_nursery() as nursery:
+        result = {}
+
+        async def diff():
+            result.update(await client.call_tool("openDiff", {
+                "old_file_path": str(path), "new_file_path": str(path),
+                "new_file_contents": "three\n", "tab_name": name}))
+        nursery.start_soon(diff)
+        with trio.fail_after(5):
+            while await nvim.exec_lua("return #vim.api.nvim_list_tabpages()") < 2:
+                await trio.sleep(0.01)
+        await nvim.request("nvim_command", "ClaudeNvimDiffAccept")
+    assert [c["text"] for c in result["content"]] == ["FILE_SAVED", "three\n"]
+    assert path.read_text() == "two\n"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == [name]  # nothing else
+
+
+async def test_non_utf8_file_names_and_text(client, nvim, tmp_path):
+    raw = bytes(tmp_path) + b"/caf\xe9.txt"
+    Path(raw.decode("utf-8", "surrogateescape")).write_bytes(b"na\xefve\n")
+    await nvim.exec_lua("vim.cmd.edit(vim.fn.fnameescape(...))",
+                        raw.decode("utf-8", "surrogateescape"))
+    editors = await client.call_tool("getOpenEditors")
+    assert not editors.get("isError")
+    await nvim.request("nvim_input", "V")
+    selection = await client.call_tool("getCurrentSelection")
+    assert not selection.get("isError"), selection
+
+
+async def test_a_busy_neovim_times_out_clearly_and_recovers(nvim_address, nvim, tmp_path):
+    app = App(PynvimEditor(nvim_address, timeout=0.5), load_tools().tools,
+              lock_directory=tmp_path / "ide")
+    async with trio.open_nursery() as nursery:
+        await nursery.start(app.run)
+        async with mcp_client(app.port, app.token) as client:
+            # A busy main loop (a long Lua loop, as a user's plugin might run) answers nothing.
+            busy = "local t = os.clock() while os.clock() - t < 2 do end"
+            nursery.start_soon(partial(nvim.exec_lua, busy, timeout=None))
+            await trio.sleep(0.1)
+            result = await client.call_tool("getOpenEditors")
+            assert result["isError"] is True
+            assert "did not answer within 0.5 s" in result["content"][0]["text"]
+            assert (await client.request("ping"))["result"] == {}
+            with trio.fail_after(10):
+                while (await client.call_tool("getOpenEditors")).get("isError"):
+                    await trio.sleep(0.2)
+        nursery.cancel_scope.cancel()
+
+
+async def test_neovim_killed_with_work_in_flight(tmp_path):
+    from claude_nvim.headless import headless_nvim
+    lock_dir = tmp_path / "ide"
+    target = tmp_path / "a.txt"
+    target.write_text("a\n")
+    with headless_nvim(cwd=tmp_path) as (address, process):
+        app = App(PynvimEditor(address), load_tools().tools, lock_directory=lock_dir)
+        answers = []
+        with pytest.raises(BaseExceptionGroup) as info:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(app.run)
+                async with mcp_client(app.port, app.token) as client:
+                    async def pending_diff():
+                        answers.append(await client.request("tools/call", {
+                            "name": "openDiff", "arguments": {
+                                "old_file_path": str(target), "new_file_path": str(target),
+                                "new_file_contents": "b\n", "tab_name": "t"}}))
+                    nursery.start_soon(pending_diff)
+                    await trio.sleep(0.3)
+                    process.kill()
+                    with trio.fail_after(5):
+                        while app.lock_path.exists():
+                            await trio.sleep(0.01)
+        assert any(isinstance(e, EditorGone) for e in _leaves(info.value))
+    assert list(lock_dir.iterdir()) == []
+
+
+def _leaves(error):
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for sub in error.exceptions for leaf in _leaves(sub)]
+    return [error]
