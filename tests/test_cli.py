@@ -132,3 +132,11 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0]
     except OSError:
         return "Z"
+
+
+def test_an_unreachable_neovim_is_an_error_and_options_go_after_the_command(tmp_path):
+    done = subprocess.run([*SERVE, "--nvim", str(tmp_path / "none.sock"), "--log-level",
+                           "warning"], env=environment(tmp_path), capture_output=True,
+                          text=True, timeout=30)
+    assert done.returncode == 1
+    assert f"cannot reach Neovim at {tmp_path / 'none.sock'}" in done.stderr

@@ -52,12 +52,15 @@ def _parser() -> argparse.ArgumentParser:
         prog="claude-nvim", description="Connect Neovim to the Claude Code CLI."
     )
     parser.add_argument("--version", action="version", version=f"claude-nvim {__version__}")
-    parser.add_argument("--log-level", default=os.environ.get("CLAUDE_NVIM_LOG_LEVEL", "info"),
-                        choices=["debug", "info", "warning", "error"])
-    parser.add_argument("--log-file", help="also log to this file")
+    _add_logging_options(parser, os.environ.get("CLAUDE_NVIM_LOG_LEVEL", "info"), None)
+    # ... and after the command word too (there, only when given).
+    logging_options = argparse.ArgumentParser(add_help=False)
+    _add_logging_options(logging_options, argparse.SUPPRESS, argparse.SUPPRESS)
     sub = parser.add_subparsers(metavar="COMMAND")
 
-    serve = sub.add_parser("serve", help="serve Claude Code's IDE protocol for a Neovim")
+    serve = sub.add_parser(
+        "serve", parents=[logging_options],
+        help="serve Claude Code's IDE protocol for a Neovim")
     serve.set_defaults(command=cmd_serve)
     where = serve.add_mutually_exclusive_group()
     where.add_argument("--nvim", metavar="ADDR",
@@ -70,7 +73,8 @@ def _parser() -> argparse.ArgumentParser:
     _add_disable(serve)
 
     claude = sub.add_parser(
-        "claude", help="serve this Neovim and run `claude` connected to it",
+        "claude", parents=[logging_options],
+        help="serve this Neovim and run `claude` connected to it",
         description="Start the server for this Neovim (or reuse the running one) and run "
                     "`claude` with every further argument; stop when it exits.",
         usage="claude-nvim claude [--nvim ADDR] [claude arguments ...]")
@@ -79,20 +83,31 @@ def _parser() -> argparse.ArgumentParser:
     claude.set_defaults(disable=[])
 
     mcp = sub.add_parser(
-        "mcp", help="a stdio MCP server for `claude mcp add`, relaying to the running server",
+        "mcp", parents=[logging_options],
+        help="a stdio MCP server for `claude mcp add`, relaying to the running server",
         description="Relay MCP over stdio to the model endpoint of the claude-nvim server for "
                     "this directory (or $CLAUDE_CODE_SSE_PORT). Register it once with: "
                     "claude mcp add nvim -- claude-nvim mcp")
     mcp.set_defaults(command=cmd_mcp)
 
-    doctor = sub.add_parser("doctor", help="check Neovim, claude, the lock directory, plugins")
+    doctor = sub.add_parser(
+        "doctor", parents=[logging_options],
+        help="check Neovim, claude, the lock directory, plugins")
     doctor.set_defaults(command=cmd_doctor)
     doctor.add_argument("--nvim", metavar="ADDR", help="Neovim's RPC address (default: $NVIM)")
 
-    tools = sub.add_parser("tools", help="list the tools and the plugins they come from")
+    tools = sub.add_parser(
+        "tools", parents=[logging_options],
+        help="list the tools and the plugins they come from")
     tools.set_defaults(command=cmd_tools)
     _add_disable(tools)
     return parser
+
+
+def _add_logging_options(parser: argparse.ArgumentParser, level: str, file: str | None) -> None:
+    parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"],
+                        default=level, help="default: $CLAUDE_NVIM_LOG_LEVEL or info")
+    parser.add_argument("--log-file", default=file, help="also log to this file")
 
 
 def _add_disable(parser: argparse.ArgumentParser) -> None:
@@ -179,7 +194,11 @@ def _run(app: App) -> int:
         log.info("stopped: interrupted")
         status = 130
     except* EditorGone as group:
-        log.info("stopped: Neovim went away (%s)", _first(group))
+        if not app.port:  # it never started: Neovim was not reachable
+            print(f"claude-nvim: {_first(group)}", file=sys.stderr)
+            status = 1
+        else:
+            log.info("stopped: Neovim went away (%s)", _first(group))
     except* AlreadyServed as group:
         print(f"claude-nvim: {_first(group)}", file=sys.stderr)
         status = 1
