@@ -183,3 +183,45 @@ def _leaves(error):
     if isinstance(error, BaseExceptionGroup):
         return [leaf for sub in error.exceptions for leaf in _leaves(sub)]
     return [error]
+
+
+def _task_count() -> int:
+    def count(task):
+        return 1 + sum(count(child) for nursery in task.child_nurseries
+                       for child in nursery.child_tasks)
+    return count(trio.lowlevel.current_root_task())
+
+
+async def test_thousands_of_connections_opened_and_dropped_leak_nothing(nvim_address, tmp_path):
+    async with trio.open_nursery() as nursery:
+        app = App(PynvimEditor(nvim_address), load_tools().tools, lock_directory=tmp_path / "ide",
+                  handshake_timeout=1.0)
+        await nursery.start(app.run)
+        await _churn(app)
+        nursery.cancel_scope.cancel()
+
+
+async def _churn(app: App) -> None:
+    from test_server import raw_upgrade
+    async with mcp_client(app.port, app.token) as warm:
+        await warm.request("ping")
+    await trio.sleep(0.1)
+    baseline = _task_count()
+
+    async def churn(i: int) -> None:
+        if i % 3 == 0:  # a full upgrade, then gone without a close frame
+            stream = await raw_upgrade(app.port, app.token)
+        else:  # half a request line, then gone
+            stream = await trio.open_tcp_stream("127.0.0.1", app.port)
+            await stream.send_all(b"GET / HT")
+        await stream.aclose()
+
+    for start in range(0, 1500, 100):
+        async with trio.open_nursery() as nursery:
+            for i in range(start, start + 100):
+                nursery.start_soon(churn, i)
+    with trio.fail_after(app.handshake_timeout + 5):  # half-open ones wait out the timeout
+        while _task_count() > baseline:
+            await trio.sleep(0.05)
+    async with mcp_client(app.port, app.token) as client:
+        assert (await client.request("ping"))["result"] == {}
