@@ -54,7 +54,7 @@ def value(rng: random.Random, depth: int = 0) -> object:
         return "".join(chr(rng.randrange(1, 0x3000)) for _ in range(rng.randrange(20)))
     if kind == 6:
         return [value(rng, depth + 1) for _ in range(rng.randrange(4))]
-    return {rng.choice(KEYS + ["x"]): value(rng, depth + 1) for _ in range(rng.randrange(4))}
+    return {rng.choice([*KEYS, "x"]): value(rng, depth + 1) for _ in range(rng.randrange(4))}
 
 
 def message(rng: random.Random) -> str:
