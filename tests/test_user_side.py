@@ -134,3 +134,18 @@ def test_claude_command_without_a_neovim_explains(tmp_path):
                           timeout=30)
     assert done.returncode == 2
     assert "claude-nvim claude --nvim" in done.stderr
+
+
+async def test_a_mention_nobody_receives_expires_with_a_message(app, nvim, tmp_path,
+                                                                 monkeypatch):
+    from claude_nvim import mentions
+    monkeypatch.setattr(mentions, "QUEUE_SECONDS", 0.2)
+    await nvim.request("nvim_command", f"ClaudeNvimAdd {tmp_path}")
+    with trio.fail_after(5):
+        while "dropped" not in (messages := await nvim.exec_lua(
+                "return vim.api.nvim_exec2('messages', {output=true}).output")):
+            await trio.sleep(0.05)
+    assert "no Claude connected within 0.2 s: 1 mention(s) dropped" in messages
+    async with mcp_client(app.port, app.token) as client:  # a late client gets nothing stale
+        await ready(client, nvim, tmp_path)
+        assert await client.no_notification("at_mentioned")
