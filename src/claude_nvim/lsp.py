@@ -1,0 +1,505 @@
+"""What the LSP tools share: asking the user's language servers, in Lua, without blocking.
+
+Each ``lsp*`` tool's Lua module is :data:`PRELUDE` followed by its own ``M.run(id, req)``.
+``run`` opens the file if needed (a hidden buffer), waits briefly for a language server to
+attach, sends the request to every attached server that supports the method, and answers
+through :mod:`claude_nvim.replies` once all of them have answered: Neovim never waits.
+
+Answers follow the protocol conventions: 0-based lines, UTF-16 characters whatever encoding
+the server negotiated, ``file://`` + path URIs without percent-encoding, lists capped with
+``"truncated": true`` and the ``total`` count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .paths import candidate_paths
+from .replies import call_lua_async
+from .tool import JSON, ToolContext, ToolError, ToolResult, json_result
+
+REQUEST_TIMEOUT = 15.0
+"""Seconds a call may take in all: the wait for a server to start plus its answer."""
+ATTACH_WAIT = 10.0
+"""Seconds to wait for a language server that is still starting (initializing)."""
+FRESH_WAIT = 1.0
+"""Seconds to wait for some server to attach to a file the tool has just loaded itself."""
+MAX_LOCATIONS = 200
+MAX_SYMBOLS = 500
+MAX_HOVER_BYTES = 100_000
+
+ANNOTATIONS_READ_ONLY = {"readOnlyHint": True, "openWorldHint": False}
+
+FILE_PATH = {
+    "type": "string",
+    "description": (
+        "The file: an absolute path, a path relative to Neovim's cwd, or a file:// URI. "
+        "A file not open in Neovim is loaded into a hidden buffer."
+    ),
+}
+MAX_INDEX = 2**31 - 1
+"""LSP's ``uinteger``: also keeps numbers within what Neovim's integers hold."""
+LINE = {"type": "integer", "minimum": 0, "maximum": MAX_INDEX, "description": "0-based line."}
+CHARACTER = {
+    "type": "integer",
+    "minimum": 0,
+    "maximum": MAX_INDEX,
+    "description": "0-based column in UTF-16 code units (as in LSP).",
+}
+POSITION_SCHEMA: JSON = {
+    "type": "object",
+    "properties": {"filePath": FILE_PATH, "line": LINE, "character": CHARACTER},
+    "required": ["filePath", "line", "character"],
+}
+
+
+def file_request(args: JSON) -> JSON:
+    """The Lua request for ``args["filePath"]`` (and ``line``/``character`` when given)."""
+    path = args["filePath"]
+    if not path.strip():
+        raise ToolError("Invalid arguments: 'filePath' must not be empty")
+    request: JSON = {"candidates": candidate_paths(path)}
+    for key in ("line", "character"):
+        if key in args:
+            request[key] = args[key]
+    return request
+
+
+async def run(ctx: ToolContext, request: JSON) -> ToolResult:
+    """Run the tool's Lua ``M.run(reply_id, request)`` and answer with its value as JSON."""
+    limits = {
+        "attach_ms": int(ATTACH_WAIT * 1000),
+        "fresh_ms": int(FRESH_WAIT * 1000),
+        "max_locations": MAX_LOCATIONS,
+        "max_symbols": MAX_SYMBOLS,
+        "max_hover": MAX_HOVER_BYTES,
+    }
+    value: Any = await call_lua_async(ctx, "run", {**request, **limits},
+                                      timeout=REQUEST_TIMEOUT)
+    return json_result(ordered(value))
+
+
+KEY_ORDER = ("uri", "name", "kind", "containerName", "detail", "range", "start", "end", "line",
+             "character", "text", "contents", "locations", "symbols")
+
+
+def ordered(value: Any, order: Sequence[str] = KEY_ORDER) -> Any:
+    """``value`` with every object's keys in ``order`` (others after, sorted): Lua tables
+    have no order, and a stable, readable one serves the model better."""
+    if isinstance(value, dict):
+        rank = {key: i for i, key in enumerate(order)}
+        keys = sorted(value, key=lambda k: (rank.get(k, len(rank)), k))
+        return {k: ordered(value[k], order) for k in keys}
+    if isinstance(value, list):
+        return [ordered(v, order) for v in value]
+    return value
+
+
+def lua_module(body: str) -> str:
+    """A tool's whole Lua module: the shared prelude, its ``body``, ``return M``."""
+    return PRELUDE + body + "\nreturn M\n"
+
+
+PRELUDE = r"""
+local api = vim.api
+local uv = vim.uv or vim.loop
+local core = package.loaded['claude_nvim']
+local NEW_API = vim.fn.has('nvim-0.11') == 1
+local islist = vim.islist or vim.tbl_islist
+local M = {}
+local L = {}
+local pending = {}  -- reply id -> { phase = what we wait for, cancel = fn?, cleanup = fn? }
+
+-- Answering. Each reply id is answered once; a cancelled one never.
+local function reply(id, ok, value)
+  local p = pending[id]
+  if p == nil then return end
+  pending[id] = nil
+  if p.cleanup then pcall(p.cleanup) end
+  core.notify('claude_nvim_reply', id, ok, value)
+end
+function L.fail(id, message) reply(id, false, message) end
+function L.succeed(id, value) reply(id, true, value) end
+
+-- `fn` wrapped so that an error in it answers the request instead of reaching the user.
+function L.guard(id, fn)
+  return function(...)
+    local ok, err = pcall(fn, ...)
+    if not ok then L.fail(id, 'Internal error in Neovim: ' .. tostring(err)) end
+  end
+end
+
+function M.cancel(id)
+  local p = pending[id]
+  if p == nil then return vim.NIL end
+  pending[id] = nil
+  if p.cleanup then pcall(p.cleanup) end
+  if p.cancel then pcall(p.cancel) end
+  return p.phase or vim.NIL
+end
+
+function M.stop()
+  for id in pairs(pending) do M.cancel(id) end
+end
+
+-- Text helpers.
+
+-- `s` cut to at most `n` bytes, not inside a UTF-8 sequence; and whether it was cut.
+function L.cut(s, n)
+  if #s <= n then return s, false end
+  local i = n
+  while i > 0 and bit.band(s:byte(i + 1), 0xC0) == 0x80 do i = i - 1 end
+  return s:sub(1, i), true
+end
+
+-- Position encodings: `index` in `enc` units -> byte in `line`, and back.
+function L.byte_of(line, enc, index)
+  if enc == 'utf-8' then return math.min(index, #line) end
+  local ok, b = pcall(vim.str_byteindex, line, enc, index, false)
+  if ok and type(b) == 'number' then return b end
+  ok, b = pcall(vim.str_byteindex, line, index, enc == 'utf-16')  -- Neovim 0.10
+  if ok and type(b) == 'number' then return b end
+  return #line
+end
+
+function L.index_of(line, enc, byte)
+  if byte > #line then byte = #line end
+  if enc == 'utf-8' then return byte end
+  if enc == 'utf-16' then return core.utf16(line, byte) end
+  local ok, n = pcall(vim.str_utfindex, line, 'utf-32', byte, false)
+  if ok and type(n) == 'number' then return n end
+  return (vim.str_utfindex(line, byte))  -- Neovim 0.10
+end
+
+-- A reader of lines by (path, 0-based row): from the loaded buffer when there is one, else
+-- from the file, read once. Reading stops at 4 MB of files per call, so that a long answer
+-- never holds Neovim up: lines past that are nil.
+function L.reader()
+  local buffers, files, budget = nil, {}, 4 * 1024 * 1024
+  return function(path, row)
+    if buffers == nil then
+      buffers = {}
+      for _, buf in ipairs(api.nvim_list_bufs()) do
+        local name = api.nvim_buf_get_name(buf)
+        if name ~= '' and api.nvim_buf_is_loaded(buf) then buffers[vim.fs.normalize(name)] = buf end
+      end
+    end
+    local buf = buffers[vim.fs.normalize(path)]
+    if buf then return api.nvim_buf_get_lines(buf, row, row + 1, false)[1] end
+    if files[path] == nil then
+      local stat = uv.fs_stat(path)
+      local ok, lines = false, nil
+      if stat and stat.type == 'file' and stat.size <= budget then
+        budget = budget - stat.size
+        ok, lines = pcall(vim.fn.readfile, path)
+      end
+      files[path] = ok and lines or {}
+    end
+    return files[path][row + 1]
+  end
+end
+
+-- LSP URIs -> {uri in our convention, path or nil}.
+function L.uri(uri)
+  if type(uri) == 'string' and uri:match('^file:') then
+    local path = vim.uri_to_fname(uri)
+    return core.file_url(path), path
+  end
+  return uri, nil
+end
+
+-- An LSP range of a client with encoding `enc` in `path` -> our range (UTF-16 characters).
+function L.range(range, enc, path, read)
+  local function pos(p)
+    local character = p.character
+    if enc ~= 'utf-16' and path then
+      local text = read(path, p.line)
+      if text then character = core.utf16(text, L.byte_of(text, enc, character)) end
+    end
+    return { line = p.line, character = character }
+  end
+  return { start = pos(range.start), ['end'] = pos(range['end'] or range.start) }
+end
+
+function L.kind(kind)
+  return vim.lsp.protocol.SymbolKind[kind] or tostring(kind)
+end
+
+-- Clients.
+
+local function clients_of(buf, uninitialized)
+  local get = vim.lsp.get_clients or vim.lsp.get_active_clients
+  return get({ bufnr = buf, _uninitialized = uninitialized or nil })
+end
+
+local function supports(client, method, buf)
+  if NEW_API then return client:supports_method(method, buf) end
+  return client.supports_method(method, { bufnr = buf })
+end
+
+local function request(client, method, params, handler, buf)
+  if NEW_API then return client:request(method, params, handler, buf) end
+  return client.request(method, params, handler, buf)
+end
+
+local function cancel_request(client, request_id)
+  if NEW_API then return client:cancel_request(request_id) end
+  return client.cancel_request(request_id)
+end
+
+local function names(clients)
+  local out = {}
+  for _, c in ipairs(clients) do out[#out + 1] = c.name end
+  return table.concat(out, ', ')
+end
+
+-- Initialized clients of `buf` (every buffer when nil) that support `method`.
+function L.ready(buf, method)
+  local out = {}
+  for _, c in ipairs(clients_of(buf)) do
+    if c.initialized and supports(c, method, buf) then out[#out + 1] = c end
+  end
+  return out
+end
+
+local function starting(buf)
+  for _, c in ipairs(clients_of(buf, true)) do
+    if not c.initialized then return c end
+  end
+  return nil
+end
+
+-- Why no client can answer `method` for `buf` (nil: in all of Neovim).
+function L.no_client(buf, method)
+  local where = buf and (' attached to ' .. api.nvim_buf_get_name(buf)) or ' running in Neovim'
+  local present = clients_of(buf)
+  if #present == 0 then return 'No language server is' .. where end
+  return ('No language server%s supports %s (%s: %s)'):format(
+    where, method, buf and 'attached' or 'running', names(present))
+end
+
+-- The buffer of the first candidate path: a loaded buffer, or the file loaded into a hidden
+-- (unlisted) buffer. Returns buf, fresh (loaded just now); or nil, message.
+function L.open(candidates)
+  local buf = core.find_buffer(candidates)
+  if buf and api.nvim_buf_is_loaded(buf) then return buf, false end
+  if buf == nil then
+    for _, candidate in ipairs(candidates) do
+      local path = core.absolute(candidate)
+      local stat = uv.fs_stat(path)
+      if stat and stat.type == 'file' then buf = vim.fn.bufadd(path); break end
+      if stat then return nil, path .. ' is not a file' end
+    end
+  end
+  if buf == nil then return nil, 'No such file: ' .. core.absolute(candidates[1]) end
+  vim.fn.bufload(buf)  -- never a swap-file dialog
+  if vim.bo[buf].filetype == '' then
+    api.nvim_buf_call(buf, function() vim.cmd('silent! filetype detect') end)
+  end
+  return buf, true
+end
+
+-- Call go(clients) once some clients of `buf` can answer `method`: now, or after a language
+-- server still starting has attached (up to req.attach_ms), or, for a file just loaded, after
+-- one attaches (up to req.fresh_ms). Else answer why not.
+function L.when_ready(id, buf, fresh, method, req, go)
+  local clients = L.ready(buf, method)
+  if #clients > 0 then return go(clients) end
+  local waiting = starting(buf)
+  if not waiting and not fresh then return L.fail(id, L.no_client(buf, method)) end
+  local p = pending[id]
+  local path = api.nvim_buf_get_name(buf)
+  p.phase = waiting and ('waiting for the language server ' .. waiting.name .. ' to start')
+    or ('waiting for a language server to attach to ' .. path)
+  local timer = uv.new_timer()
+  local autocmd
+  local function cleanup()
+    if autocmd then pcall(api.nvim_del_autocmd, autocmd); autocmd = nil end
+    if timer then timer:stop(); timer:close(); timer = nil end
+  end
+  p.cleanup = cleanup
+  local patient = waiting ~= nil  -- waiting up to attach_ms, not just fresh_ms
+  local function decide(final)
+    if pending[id] ~= p then return end
+    local ready = L.ready(buf, method)
+    local still = starting(buf)
+    if #ready == 0 and still and not final then return end  -- keep waiting
+    if #ready == 0 and still and not patient then
+      -- A server attached to the fresh file meanwhile and is starting: give it its time.
+      patient = true
+      p.phase = 'waiting for the language server ' .. still.name .. ' to start'
+      timer:start(req.attach_ms, 0, vim.schedule_wrap(L.guard(id, function() decide(true) end)))
+      return
+    end
+    cleanup(); p.cleanup = nil
+    if #ready > 0 then return go(ready) end
+    if still then
+      return L.fail(id, ('The language server %s attached to %s did not finish starting '
+        .. 'within %g s'):format(still.name, path, req.attach_ms / 1000))
+    end
+    L.fail(id, L.no_client(buf, method))
+  end
+  autocmd = api.nvim_create_autocmd('LspAttach', {
+    buffer = buf,
+    callback = function() vim.schedule(L.guard(id, function() decide(false) end)) end,
+  })
+  timer:start(waiting and req.attach_ms or req.fresh_ms, 0,
+    vim.schedule_wrap(L.guard(id, function() decide(true) end)))
+end
+
+-- Send `method` to every client in `clients`; when all have answered, answer the call with
+-- convert(answers, read), answers = { {client = c, result = r}, ... } (those without error).
+-- Every client failing is an error.
+function L.send(id, buf, clients, method, params, convert)
+  local p = pending[id]
+  if p == nil then return end
+  local outstanding, answers, errors, sent = #clients, {}, {}, {}
+  local function finish()
+    if #answers == 0 and #errors > 0 then return L.fail(id, table.concat(errors, '; ')) end
+    L.succeed(id, convert(answers, L.reader()))
+  end
+  for _, client in ipairs(clients) do
+    local client_params = type(params) == 'function' and params(client) or params
+    local handler = L.guard(id, function(err, result)
+      if sent[client.id] == false then return end
+      sent[client.id] = false
+      if err then
+        errors[#errors + 1] = ('%s answered %s with an error: %s'):format(
+          client.name, method, type(err) == 'table' and tostring(err.message) or tostring(err))
+      else
+        answers[#answers + 1] = { client = client, result = result }
+      end
+      outstanding = outstanding - 1
+      if outstanding == 0 then finish() end
+    end)
+    local ok, request_id = request(client, method, client_params, handler, buf)
+    if ok and request_id and sent[client.id] == nil then
+      sent[client.id] = request_id
+    elseif not ok then
+      errors[#errors + 1] = client.name .. ' is shutting down'
+      outstanding = outstanding - 1
+    end
+  end
+  if pending[id] ~= p then return end  -- answered already (in-process servers answer at once)
+  if outstanding == 0 then return finish() end
+  p.phase = ('waiting for %s to answer %s'):format(names(clients), method)
+  p.cancel = function()
+    for _, client in ipairs(clients) do
+      local request_id = sent[client.id]
+      if request_id then pcall(cancel_request, client, request_id) end
+    end
+  end
+end
+
+-- The whole course of a file request: open, check the position, wait for a server, send.
+-- `params(client, buf)` builds each client's parameters.
+function L.run(id, req, method, params, convert)
+  pending[id] = { phase = 'opening ' .. tostring(req.candidates[1]) }
+  L.guard(id, function()
+    local buf, fresh = L.open(req.candidates)
+    if buf == nil then return L.fail(id, fresh) end
+    if req.line ~= nil then
+      local count = api.nvim_buf_line_count(buf)
+      if req.line >= count then
+        return L.fail(id, ("Invalid arguments: 'line' %d is past the end of %s (%d lines)")
+          :format(req.line, api.nvim_buf_get_name(buf), count))
+      end
+    end
+    L.when_ready(id, buf, fresh, method, req, function(clients)
+      L.send(id, buf, clients, method, function(client) return params(client, buf) end,
+        function(answers, read) return convert(answers, read, buf) end)
+    end)
+  end)()
+end
+
+-- TextDocumentPositionParams for req.line/req.character (UTF-16) in the client's encoding.
+function L.position_params(req, client, buf)
+  local text = api.nvim_buf_get_lines(buf, req.line, req.line + 1, false)[1] or ''
+  local byte = L.byte_of(text, 'utf-16', req.character)
+  return {
+    textDocument = { uri = vim.uri_from_bufnr(buf) },
+    position = {
+      line = req.line,
+      character = L.index_of(text, client.offset_encoding or 'utf-16', byte),
+    },
+  }
+end
+
+-- Location | Location[] | LocationLink[] answers -> { locations = {{uri, range, text}} },
+-- sorted, without duplicates, capped at req.max_locations.
+function L.locations(answers, read, max)
+  local all, seen = {}, {}
+  for _, a in ipairs(answers) do
+    local result = a.result
+    if type(result) == 'table' then
+      if result.uri or result.targetUri then result = { result } end
+      for _, loc in ipairs(result) do
+        local uri, path = L.uri(loc.targetUri or loc.uri)
+        local lsp_range = loc.targetSelectionRange or loc.targetRange or loc.range
+        if uri and lsp_range then
+          local range = L.range(lsp_range, a.client.offset_encoding or 'utf-16', path, read)
+          local key = table.concat({ uri, range.start.line, range.start.character,
+            range['end'].line, range['end'].character }, '\0')
+          if not seen[key] then
+            seen[key] = true
+            all[#all + 1] = { uri = uri, range = range, path = path }
+          end
+        end
+      end
+    end
+  end
+  table.sort(all, function(x, y)
+    if x.uri ~= y.uri then return x.uri < y.uri end
+    local a, b = x.range.start, y.range.start
+    if a.line ~= b.line then return a.line < b.line end
+    return a.character < b.character
+  end)
+  local out = {}
+  for i = 1, math.min(#all, max) do
+    local loc = all[i]
+    local entry = { uri = loc.uri, range = loc.range }
+    local text = loc.path and read(loc.path, loc.range.start.line)
+    if text then entry.text = (L.cut(vim.trim(text), 200)) end
+    out[i] = entry
+  end
+  local answer = { locations = out }
+  if #all > max then answer.truncated = true; answer.total = #all end
+  return answer
+end
+
+-- DocumentSymbol[] (a tree) or SymbolInformation[] -> a flat list, capped at `max`.
+-- `path`: the document's (nil for workspace symbols, which name their own files).
+function L.symbols(answers, read, max, path)
+  local out, total = {}, 0
+  local function add(entry)
+    total = total + 1
+    if #out < max then out[#out + 1] = entry end
+  end
+  local function walk(symbols, container, enc)
+    for _, s in ipairs(symbols) do
+      local entry = { name = s.name, kind = L.kind(s.kind) }
+      local parent = container or s.containerName
+      if parent and parent ~= '' and parent ~= vim.NIL then entry.containerName = parent end
+      if type(s.detail) == 'string' and s.detail ~= '' then
+        entry.detail = (L.cut(s.detail, 200))
+      end
+      if s.location then  -- SymbolInformation / WorkspaceSymbol
+        local uri, file = L.uri(s.location.uri)
+        if not path then entry.uri = uri end
+        if s.location.range then entry.range = L.range(s.location.range, enc, file, read) end
+      elseif s.range then  -- DocumentSymbol
+        entry.range = L.range(s.range, enc, path, read)
+      end
+      add(entry)
+      if type(s.children) == 'table' then walk(s.children, s.name, enc) end
+    end
+  end
+  for _, a in ipairs(answers) do
+    if type(a.result) == 'table' then walk(a.result, nil, a.client.offset_encoding or 'utf-16') end
+  end
+  local answer = { symbols = out }
+  if total > max then answer.truncated = true; answer.total = total end
+  return answer
+end
+"""

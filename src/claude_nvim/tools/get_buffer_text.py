@@ -1,0 +1,129 @@
+"""getBufferText: the current text of an open buffer, saved or not, or a range of its lines."""
+
+from __future__ import annotations
+
+from ..hookspecs import hookimpl
+from ..lsp import MAX_INDEX, ordered
+from ..paths import candidate_paths
+from ..tool import JSON, MODEL, Register, Tool, ToolContext, ToolError, ToolResult, json_result
+
+MAX_LINES = 2000
+MAX_BYTES = 100_000
+
+LUA = r"""
+local api = vim.api
+local core = package.loaded['claude_nvim']
+local M = {}
+
+-- `s` cut to at most `n` bytes, not inside a UTF-8 sequence.
+local function cut(s, n)
+  if #s <= n then return s end
+  local i = n
+  while i > 0 and bit.band(s:byte(i + 1), 0xC0) == 0x80 do i = i - 1 end
+  return s:sub(1, i)
+end
+
+-- Lines req.startLine..req.endLine (0-based, inclusive; default: all) of the buffer of the
+-- first candidate, at most req.max_lines lines and req.max_bytes bytes of text.
+function M.read(candidates, req)
+  local buf = core.find_buffer(candidates)
+  if buf == nil or not api.nvim_buf_is_loaded(buf) then
+    return { error = core.absolute(candidates[1]) .. ' is not open in Neovim' }
+  end
+  core.refresh(buf)
+  local path = api.nvim_buf_get_name(buf)
+  local count = api.nvim_buf_line_count(buf)
+  local first = req.startLine or 0
+  local last = req.endLine or (count - 1)
+  if first >= count then
+    return { error = ("Invalid arguments: 'startLine' %d is past the end of %s (%d lines)")
+      :format(first, path, count) }
+  end
+  if last < first then
+    return { error = "Invalid arguments: 'endLine' must not be before 'startLine'" }
+  end
+  last = math.min(last, count - 1)
+  local limit = math.min(last, first + req.max_lines - 1)
+  local parts, bytes, full = {}, 0, false
+  local row = first
+  while row <= limit and not full do  -- in batches: never copy much beyond the cap
+    local batch = api.nvim_buf_get_lines(buf, row, math.min(row + 100, limit + 1), false)
+    for _, line in ipairs(batch) do
+      local sep = #parts > 0 and 1 or 0
+      if bytes + sep + #line > req.max_bytes then
+        local room = req.max_bytes - bytes - sep
+        if room > 0 or #parts == 0 then parts[#parts + 1] = cut(line, math.max(room, 0)) end
+        full = true
+        break
+      end
+      parts[#parts + 1] = line
+      bytes = bytes + sep + #line
+    end
+    row = row + #batch
+  end
+  local answer = {
+    uri = core.file_url(path),
+    text = table.concat(parts, '\n'),
+    startLine = first,
+    endLine = first + #parts - 1,
+    totalLines = count,
+    isDirty = vim.bo[buf].modified,
+  }
+  local truncated = full or limit < last
+  if truncated then answer.truncated = true end
+  return answer
+end
+
+return M
+"""
+
+
+async def get_buffer_text(ctx: ToolContext, args: JSON) -> ToolResult:
+    path = args["filePath"]
+    if not path.strip():
+        raise ToolError("Invalid arguments: 'filePath' must not be empty")
+    request = {k: args[k] for k in ("startLine", "endLine") if k in args}
+    answer = await ctx.call_lua("read", candidate_paths(path),
+                                {**request, "max_lines": MAX_LINES, "max_bytes": MAX_BYTES})
+    if "error" in answer:
+        raise ToolError(answer["error"])
+    order = ("uri", "startLine", "endLine", "totalLines", "isDirty", "truncated", "text")
+    return json_result(ordered(answer, order))
+
+
+TOOL = Tool(
+    name="getBufferText",
+    description=(
+        "Read the current text of a file open in Neovim, including unsaved changes, or of "
+        "its lines startLine..endLine (0-based, inclusive). Answers "
+        '{"uri","text","startLine","endLine","totalLines","isDirty"}; lines are joined with '
+        f"\\n. At most {MAX_LINES} lines and {MAX_BYTES} bytes per call: then "
+        '"truncated":true, and endLine says where it stopped; read on from there. '
+        "A file not open in Neovim is an error (read it from disk instead)."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "filePath": {
+                "type": "string",
+                "description": (
+                    "An absolute path, a path relative to Neovim's cwd, or a file:// URI."
+                ),
+            },
+            "startLine": {"type": "integer", "minimum": 0, "maximum": MAX_INDEX,
+                          "description": "First line, 0-based (default 0)."},
+            "endLine": {"type": "integer", "minimum": 0, "maximum": MAX_INDEX,
+                        "description": "Last line, 0-based, inclusive (default: the last)."},
+        },
+        "required": ["filePath"],
+    },
+    handler=get_buffer_text,
+    exposure=MODEL,
+    annotations={"title": "Get buffer text", "readOnlyHint": True, "openWorldHint": False},
+    lua=LUA,
+)
+
+
+@hookimpl
+def claude_nvim_register_tools(register: Register) -> None:
+    register(TOOL)

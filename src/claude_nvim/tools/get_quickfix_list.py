@@ -1,0 +1,148 @@
+"""getQuickfixList: Neovim's quickfix list (or a window's location list) as compact JSON."""
+
+from __future__ import annotations
+
+from ..hookspecs import hookimpl
+from ..lsp import ordered
+from ..tool import JSON, MODEL, Register, Tool, ToolContext, ToolError, ToolResult, json_result
+
+MAX_ITEMS = 200
+MAX_TEXT_BYTES = 500
+
+LUA = r"""
+local api = vim.api
+local uv = vim.uv or vim.loop
+local core = package.loaded['claude_nvim']
+local M = {}
+local TYPES = { E = 'Error', W = 'Warning', I = 'Info', N = 'Note', H = 'Hint' }
+
+local function cut(s, n)
+  if #s <= n then return s end
+  local i = n
+  while i > 0 and bit.band(s:byte(i + 1), 0xC0) == 0x80 do i = i - 1 end
+  return s:sub(1, i)
+end
+
+-- The window whose location list the user means: the current one if it is an editor (not
+-- Claude's terminal), else the previous window, else the first editor window of the tab.
+local function editor_window()
+  local current = api.nvim_get_current_win()
+  if core.is_editor(current) then return current end
+  local previous = vim.fn.win_getid(vim.fn.winnr('#'))
+  if previous ~= 0 and core.is_editor(previous) then return previous end
+  for _, win in ipairs(api.nvim_tabpage_list_wins(0)) do
+    if core.is_editor(win) then return win end
+  end
+  return nil
+end
+
+-- Line `row` (0-based) of buffer `buf`: from the buffer when loaded, else from its file,
+-- read once; at most 4 MB of files per call (then nil: the column stays a byte column).
+local function line_reader()
+  local files, budget = {}, 4 * 1024 * 1024
+  return function(buf, path, row)
+    if api.nvim_buf_is_loaded(buf) then
+      return api.nvim_buf_get_lines(buf, row, row + 1, false)[1]
+    end
+    if files[path] == nil then
+      local stat = uv.fs_stat(path)
+      local ok, lines = false, nil
+      if stat and stat.type == 'file' and stat.size <= budget then
+        budget = budget - stat.size
+        ok, lines = pcall(vim.fn.readfile, path)
+      end
+      files[path] = ok and lines or {}
+    end
+    return files[path][row + 1]
+  end
+end
+
+function M.get(which, max_items, max_text)
+  local get = vim.fn.getqflist
+  if which == 'location' then
+    local win = editor_window()
+    if win == nil then
+      return { error = 'No editor window: a location list belongs to a window' }
+    end
+    get = function(what) return vim.fn.getloclist(win, what) end
+  end
+  local info = get({ title = 1, items = 1 })
+  info.idx = get({ idx = 0 }).idx  -- with `items`, `idx` would pick that one item
+  local read = line_reader()
+  local items = {}
+  for i = 1, math.min(#info.items, max_items) do
+    local it = info.items[i]
+    local item = { text = cut(it.text or '', max_text) }
+    local path = nil
+    if it.bufnr and it.bufnr > 0 and api.nvim_buf_is_valid(it.bufnr) then
+      local name = api.nvim_buf_get_name(it.bufnr)
+      if name ~= '' then path = core.absolute(name); item.uri = core.file_url(path) end
+    end
+    local function character(row, col)  -- 1-based byte column -> 0-based UTF-16
+      local text = path and it.vcol == 0 and read(it.bufnr, path, row)
+      return text and core.utf16(text, col - 1) or (col - 1)
+    end
+    if it.lnum and it.lnum > 0 then
+      item.line = it.lnum - 1
+      if it.col and it.col > 0 then item.character = character(item.line, it.col) end
+      if it.end_lnum and it.end_lnum > 0 then
+        item.endLine = it.end_lnum - 1
+        if it.end_col and it.end_col > 0 then
+          item.endCharacter = character(item.endLine, it.end_col)
+        end
+      end
+    end
+    if it.type and it.type ~= '' then item.type = TYPES[it.type:upper()] or it.type end
+    if it.valid == 0 then item.valid = false end
+    items[i] = item
+  end
+  local answer = { list = which, title = cut(info.title or '', max_text), items = items }
+  if #info.items > 0 then answer.current = info.idx - 1 end
+  if #info.items > max_items then answer.truncated = true; answer.total = #info.items end
+  return answer
+end
+
+return M
+"""
+
+
+async def get_quickfix_list(ctx: ToolContext, args: JSON) -> ToolResult:
+    which = args.get("list", "quickfix")
+    answer = await ctx.call_lua("get", which, MAX_ITEMS, MAX_TEXT_BYTES)
+    if "error" in answer:
+        raise ToolError(answer["error"])
+    order = ("list", "title", "current", "truncated", "total", "items", "uri", "line",
+             "character", "endLine", "endCharacter", "type", "valid", "text")
+    return json_result(ordered(answer, order))
+
+
+TOOL = Tool(
+    name="getQuickfixList",
+    description=(
+        "Read Neovim's quickfix list (compiler errors, grep results, ...), or with "
+        '"list":"location" the location list of the active editor window. Answers '
+        '{"list","title","items":[{"uri"?,"line"?,"character"?,"endLine"?,"endCharacter"?,'
+        '"text","type"?,"valid"?}],"current"?}: 0-based lines, UTF-16 characters, '
+        '"valid":false for lines Neovim could not parse, "current" the selected entry\'s index. '
+        f'At most {MAX_ITEMS} items (then "truncated":true and "total").'
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "list": {
+                "type": "string",
+                "enum": ["quickfix", "location"],
+                "description": "Which list (default quickfix).",
+            }
+        },
+    },
+    handler=get_quickfix_list,
+    exposure=MODEL,
+    annotations={"title": "Get quickfix list", "readOnlyHint": True, "openWorldHint": False},
+    lua=LUA,
+)
+
+
+@hookimpl
+def claude_nvim_register_tools(register: Register) -> None:
+    register(TOOL)

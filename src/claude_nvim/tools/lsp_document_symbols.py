@@ -1,0 +1,50 @@
+"""lspDocumentSymbols: the symbols (classes, functions, ...) of one file, flattened."""
+
+from __future__ import annotations
+
+from .. import lsp
+from ..hookspecs import hookimpl
+from ..tool import JSON, MODEL, Register, Tool, ToolContext, ToolResult
+
+LUA = lsp.lua_module(r"""
+function M.run(id, req)
+  L.run(id, req, 'textDocument/documentSymbol', function(client, buf)
+    return { textDocument = { uri = vim.uri_from_bufnr(buf) } }
+  end, function(answers, read, buf)
+    local path = api.nvim_buf_get_name(buf)
+    local answer = L.symbols(answers, read, req.max_symbols, path)
+    answer.uri = core.file_url(path)
+    return answer
+  end)
+end
+""")
+
+
+async def lsp_document_symbols(ctx: ToolContext, args: JSON) -> ToolResult:
+    return await lsp.run(ctx, lsp.file_request(args))
+
+
+TOOL = Tool(
+    name="lspDocumentSymbols",
+    description=(
+        "List the symbols of a file (classes, functions, methods, variables, ...), answered "
+        "by the language server Neovim has attached to it. Answers "
+        '{"uri","symbols":[{"name","kind","range","containerName"?,"detail"?}]}, flattened '
+        f'in the server\'s order, at most {lsp.MAX_SYMBOLS} (then "truncated":true and '
+        '"total"); 0-based ranges, characters in UTF-16 units.'
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {"filePath": lsp.FILE_PATH},
+        "required": ["filePath"],
+    },
+    handler=lsp_document_symbols,
+    exposure=MODEL,
+    annotations={"title": "Document symbols (LSP)", **lsp.ANNOTATIONS_READ_ONLY},
+    lua=LUA,
+)
+
+
+@hookimpl
+def claude_nvim_register_tools(register: Register) -> None:
+    register(TOOL)

@@ -1,0 +1,55 @@
+"""lspReferences: every reference to the symbol at a position, by the user's language servers."""
+
+from __future__ import annotations
+
+from .. import lsp
+from ..hookspecs import hookimpl
+from ..tool import JSON, MODEL, Register, Tool, ToolContext, ToolResult
+
+LUA = lsp.lua_module(r"""
+function M.run(id, req)
+  L.run(id, req, 'textDocument/references', function(client, buf)
+    local params = L.position_params(req, client, buf)
+    params.context = { includeDeclaration = req.includeDeclaration }
+    return params
+  end, function(answers, read)
+    return L.locations(answers, read, req.max_locations)
+  end)
+end
+""")
+
+
+async def lsp_references(ctx: ToolContext, args: JSON) -> ToolResult:
+    request = lsp.file_request(args)
+    request["includeDeclaration"] = args.get("includeDeclaration", True)
+    return await lsp.run(ctx, request)
+
+
+TOOL = Tool(
+    name="lspReferences",
+    description=(
+        "Find all references to the symbol at a position, answered by the language server "
+        "Neovim has attached to the file. Give the file and a 0-based position (character in "
+        'UTF-16 units). Answers {"locations":[{"uri","range","text"}]}, sorted, at most '
+        f'{lsp.MAX_LOCATIONS} (then "truncated":true and "total").'
+    ),
+    input_schema={
+        **lsp.POSITION_SCHEMA,
+        "properties": {
+            **lsp.POSITION_SCHEMA["properties"],
+            "includeDeclaration": {
+                "type": "boolean",
+                "description": "Include the declaration itself (default true).",
+            },
+        },
+    },
+    handler=lsp_references,
+    exposure=MODEL,
+    annotations={"title": "Find references (LSP)", **lsp.ANNOTATIONS_READ_ONLY},
+    lua=LUA,
+)
+
+
+@hookimpl
+def claude_nvim_register_tools(register: Register) -> None:
+    register(TOOL)

@@ -1,0 +1,64 @@
+"""lspWorkspaceSymbols: symbols matching a query across the project, by the language servers."""
+
+from __future__ import annotations
+
+from .. import lsp
+from ..hookspecs import hookimpl
+from ..tool import JSON, MODEL, Register, Tool, ToolContext, ToolResult
+
+LUA = lsp.lua_module(r"""
+local METHOD = 'workspace/symbol'
+
+function M.run(id, req)
+  local params = { query = req.query }
+  local function convert(answers, read) return L.symbols(answers, read, req.max_symbols, nil) end
+  if req.candidates then
+    return L.run(id, req, METHOD, function() return params end, convert)
+  end
+  -- No file: every language server running in Neovim that can answer.
+  pending[id] = { phase = 'asking the language servers' }
+  L.guard(id, function()
+    local clients = L.ready(nil, METHOD)
+    if #clients == 0 then return L.fail(id, L.no_client(nil, METHOD)) end
+    L.send(id, nil, clients, METHOD, params, convert)
+  end)()
+end
+""")
+
+
+async def lsp_workspace_symbols(ctx: ToolContext, args: JSON) -> ToolResult:
+    request = lsp.file_request(args) if "filePath" in args else {}
+    request["query"] = args["query"]
+    return await lsp.run(ctx, request)
+
+
+TOOL = Tool(
+    name="lspWorkspaceSymbols",
+    description=(
+        "Search the project's symbols by name, answered by the language servers running in "
+        "Neovim (with `filePath`: only those attached to that file). Answers "
+        '{"symbols":[{"name","kind","uri","range"?,"containerName"?}]}, at most '
+        f'{lsp.MAX_SYMBOLS} (then "truncated":true and "total"). Not every server supports '
+        "this."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "query": {
+                "type": "string",
+                "description": "Text to match symbol names against (servers match fuzzily).",
+            },
+            "filePath": lsp.FILE_PATH,
+        },
+        "required": ["query"],
+    },
+    handler=lsp_workspace_symbols,
+    exposure=MODEL,
+    annotations={"title": "Workspace symbols (LSP)", **lsp.ANNOTATIONS_READ_ONLY},
+    lua=LUA,
+)
+
+
+@hookimpl
+def claude_nvim_register_tools(register: Register) -> None:
+    register(TOOL)
