@@ -140,3 +140,22 @@ def test_an_unreachable_neovim_is_an_error_and_options_go_after_the_command(tmp_
                           text=True, timeout=30)
     assert done.returncode == 1
     assert f"cannot reach Neovim at {tmp_path / 'none.sock'}" in done.stderr
+
+
+async def test_the_token_never_reaches_the_log(nvim_address, tmp_path):
+    log_file = tmp_path / "server.log"
+    process = await trio.lowlevel.open_process(
+        [*SERVE, "--nvim", nvim_address, "--log-level", "debug", "--log-file", str(log_file)],
+        env=environment(tmp_path), stderr=subprocess.PIPE)
+    lock, content = await wait_for_lock(tmp_path, process)
+    async with mcp_client(int(lock.stem), content["authToken"]) as client:
+        await client.call_tool("getOpenEditors")
+    with pytest.raises(Exception):  # noqa: B017 (a wrong token is refused, however it is)
+        wrong = content["authToken"][:-1] + ("1" if content["authToken"].endswith("0") else "0")
+        async with mcp_client(int(lock.stem), wrong):
+            pass
+    await stop(process, signal.SIGTERM)
+    text = log_file.read_text()
+    assert "refused a connection: HTTP 401" in text and "client 1 connected" in text
+    assert content["authToken"] not in text
+    assert content["authToken"][:-1] not in text
