@@ -65,6 +65,8 @@ class Editor(Protocol):
     async def call_lua(self, module: str, fn: str, *args: Any,
                        timeout: float | None = ...) -> Any: ...
 
+    def call_lua_soon(self, module: str, fn: str, *args: Any) -> None: ...
+
     def on_notification(self, event: str, callback: NotificationCallback) -> None: ...
 
 
@@ -226,6 +228,16 @@ class PynvimEditor:
                        timeout: float | None = USE_DEFAULT) -> Any:
         """Call ``package.loaded[module][fn](*args)`` in Neovim: one round trip."""
         return await self.exec_lua(_CALL_LUA, module, fn, *args, timeout=timeout)
+
+    def call_lua_soon(self, module: str, fn: str, *args: Any) -> None:
+        """Like :meth:`call_lua`, without waiting: sent as an RPC notification (no answer).
+
+        Neovim reports a failure only in its own log; use it where nobody needs the result.
+        """
+        if self._gone or self._nvim is None:
+            return
+        payload = [_CALL_LUA, [module, fn, *args]]
+        self._hop(lambda: self._nvim._session.request("nvim_exec_lua", *payload, async_=True))
 
     def _limit(self, timeout: float | None) -> float | None:
         return self.timeout if timeout == USE_DEFAULT else timeout

@@ -15,7 +15,7 @@ async def close_all_diff_tabs(ctx: ToolContext, args: JSON) -> ToolResult:
             ctx.diffs.settle(diff.id, "rejected")  # openDiff's handler closes the tab
         else:
             ctx.diffs.forget(diff.id)
-            await ctx.editor.call_lua(DIFFS, "close", diff.id, True)
+            ctx.editor.call_lua_soon(DIFFS, "close", diff.id, True)
     return text_result(f"CLOSED_{len(mine)}_DIFF_TABS")
 
 

@@ -14,8 +14,9 @@ async def close_tab(ctx: ToolContext, args: JSON) -> ToolResult:
             ctx.diffs.settle(diff.id, "rejected")  # openDiff's handler closes the tab
         else:
             ctx.diffs.forget(diff.id)
-            # The CLI writes the file after FILE_SAVED: refresh the target when it lands.
-            await ctx.editor.call_lua(DIFFS, "close", diff.id, True)
+            # Answer at once and close in the background (the CLI waits on this reply); the
+            # target is refreshed when the CLI's write lands.
+            ctx.editor.call_lua_soon(DIFFS, "close", diff.id, True)
     return text_result("TAB_CLOSED")
 
 
