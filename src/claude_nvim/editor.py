@@ -48,6 +48,8 @@ class EditorTimeout(ToolError):
 
 
 NotificationCallback = Callable[[list[Any]], None]
+MAX_IN_FLIGHT = 4
+"""Requests we let wait in Neovim's queue at once."""
 USE_DEFAULT = -1.0
 """A ``timeout`` argument meaning: the editor's own default."""
 
@@ -81,9 +83,13 @@ def parse_address(address: str) -> tuple[str, dict[str, Any]]:
 class PynvimEditor:
     """An :class:`Editor` attached to a running Neovim through pynvim."""
 
-    def __init__(self, address: str, *, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(self, address: str, *, timeout: float = DEFAULT_TIMEOUT,
+                 max_in_flight: int = MAX_IN_FLIGHT) -> None:
         self.address = address
         self.timeout = timeout
+        # Neovim runs queued RPC requests back to back, ahead of the user's keys: keep the
+        # queue short so a keystroke never waits behind a pile of our requests.
+        self._slots = trio.Semaphore(max_in_flight)
         self._handlers: dict[str, NotificationCallback] = {}
         self._nvim: Any = None
         self._token: trio.lowlevel.TrioToken | None = None
@@ -195,11 +201,12 @@ class PynvimEditor:
                 result = (False, exc)
             self._to_trio(finish, result)
 
-        self._pending[call_id] = finish
-        self._hop(in_greenlet)
         try:
             with trio.fail_after(timeout if timeout is not None else float("inf")):
-                await done.wait()
+                async with self._slots:
+                    self._pending[call_id] = finish
+                    self._hop(in_greenlet)
+                    await done.wait()
         except trio.TooSlowError:
             raise EditorTimeout(
                 f"Neovim did not answer within {timeout:g} s "
