@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..hookspecs import hookimpl
 from ..paths import candidate_paths, file_url
 from ..tool import BOTH, JSON, Register, Tool, ToolContext, ToolResult, json_result
+
+SLICE_MS = 10
+"""How long one call may hold Neovim while collecting every file's diagnostics."""
 
 LUA = r"""
 local api = vim.api
@@ -52,21 +57,26 @@ function M.for_file(candidates)
   return convert(buf, vim.diagnostic.get(buf))
 end
 
--- Every loaded, named buffer with at least one diagnostic: {{path, diagnostics}, ...}.
-function M.all()
-  local by_buf = {}
-  for _, d in ipairs(vim.diagnostic.get(nil)) do
-    if by_buf[d.bufnr] == nil then by_buf[d.bufnr] = {} end
-    table.insert(by_buf[d.bufnr], d)
-  end
-  local out = {}
-  for _, buf in ipairs(api.nvim_list_bufs()) do
+-- Loaded, named buffers with at least one diagnostic, from the `from`-th buffer on, for at
+-- most `budget_ms`: {files = {{path, diagnostics}, ...}, next = index to go on from or nil}.
+-- The server asks again from `next`, so the editor is never held for long, whatever the
+-- number of diagnostics.
+function M.all(from, budget_ms)
+  local started = (vim.uv or vim.loop).hrtime()
+  local buffers = api.nvim_list_bufs()
+  local files = {}
+  for i = from, #buffers do
+    if (vim.uv or vim.loop).hrtime() - started > budget_ms * 1e6 then
+      return { files = files, next = i }
+    end
+    local buf = buffers[i]
     local name = api.nvim_buf_get_name(buf)
-    if by_buf[buf] and name ~= '' and api.nvim_buf_is_loaded(buf) then
-      out[#out + 1] = { name, convert(buf, by_buf[buf]) }
+    if name ~= '' and api.nvim_buf_is_loaded(buf) then
+      local diagnostics = vim.diagnostic.get(buf)
+      if #diagnostics > 0 then files[#files + 1] = { name, convert(buf, diagnostics) } end
     end
   end
-  return out
+  return { files = files }
 end
 
 return M
@@ -79,7 +89,12 @@ async def get_diagnostics(ctx: ToolContext, args: JSON) -> ToolResult:
         diagnostics = await ctx.call_lua("for_file", candidate_paths(uri))
         # The CLI only trusts an answer whose uri is exactly the one it sent.
         return json_result([{"uri": uri, "diagnostics": diagnostics}])
-    files = await ctx.call_lua("all")
+    files: list[list[Any]] = []
+    start: int | None = 1
+    while start is not None:  # a slice of the buffers per call: see M.all
+        part = await ctx.call_lua("all", start, SLICE_MS)
+        files += part["files"]
+        start = part.get("next")
     return json_result([{"uri": file_url(path), "diagnostics": diags} for path, diags in files])
 
 
