@@ -604,3 +604,20 @@ async def test_a_new_server_replaces_a_dead_ones_autocmds(nvim_address, nvim, tm
         await feed(nvim, "<Esc>")
         assert await latest(connected) == file_payload(path, "beta\ng", span(1, 0, 2, 1))
         assert await messages(nvim) == before
+
+
+async def test_a_100000_line_selection_is_read_whole_in_slices(client, nvim, tmp_path):
+    path = tmp_path / "big.txt"
+    lines = [f"line {i} é😀" for i in range(100_000)]
+    path.write_text("\n".join(lines) + "\n")
+    await nvim.request("nvim_command", f"edit {path}")
+    await nvim.request("nvim_input", "ggVG")
+    await nvim.request("nvim_eval", "1")
+    got = await client.call_json("getCurrentSelection")
+    assert got["text"] == "\n".join(lines)
+    assert got["selection"]["end"] == {"line": 99_999, "character": len("line 99999 é") + 2}
+    assert "more" not in got and "truncated" not in got
+    await nvim.request("nvim_input", "<Esc>")
+    await nvim.request("nvim_eval", "1")
+    latest = await client.call_json("getLatestSelection")
+    assert latest["text"] == got["text"]

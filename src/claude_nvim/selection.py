@@ -11,6 +11,9 @@ from typing import Any
 
 import trio
 
+from .editor import Editor
+from .tool import ToolError
+
 MODULE = "claude_nvim.selection"
 NOTIFICATION = "claude_nvim_selection"
 TEXT_CAP = 10_000
@@ -37,11 +40,16 @@ end
 
 -- Join fragment(row, line) for rows r1..r2 with '\n'. With a cap, read lines in small chunks
 -- and stop once `cap` bytes are collected, so a huge selection costs no more than a small one.
-local function collect(buf, r1, r2, fragment, cap)
+-- With a budget, stop after `budget_ms` and say where to go on: (text, truncated, next row).
+local function collect(buf, r1, r2, fragment, cap, budget_ms)
   local parts, size, row = {}, 0, r1
-  local chunk = cap and 64 or (r2 - r1 + 1)
+  local chunk = (cap or budget_ms) and 64 or (r2 - r1 + 1)
+  local started = (vim.uv or vim.loop).hrtime()
   while row <= r2 do
     if cap and size > cap then break end
+    if budget_ms and row > r1 and (vim.uv or vim.loop).hrtime() - started > budget_ms * 1e6 then
+      return table.concat(parts, '\n'), false, row
+    end
     local last = math.min(r2, row + chunk - 1)
     for i, line in ipairs(api.nvim_buf_get_lines(buf, row, last + 1, false)) do
       local piece = fragment(row + i - 1, line)
@@ -68,18 +76,18 @@ local function payload(buf, text, truncated, sl, sc, el, ec)
   return p
 end
 
--- The selection of kind 'v', 'V' or CTRL-V between positions a and b ({row, byte col}, both
--- 0-based, in either order; b.eol: the selection takes in b's line break), as a payload.
-local function region(buf, kind, a, b, cap)
-  if b[1] < a[1] or (b[1] == a[1] and b[2] < a[2]) then a, b = b, a end
+-- The shape of a selection of kind 'v', 'V' or CTRL-V from a to b ({row, byte col}, both
+-- 0-based, a before b; b.eol: it takes in b's line break): its range, the text it takes from
+-- each row, and what follows the last row. Run it with `buf` current (block columns).
+local function shape(buf, kind, a, b)
   if kind == 'V' then
     local last = line_at(buf, b[1])
-    local text, truncated = collect(buf, a[1], b[1], function(_, l) return l end, cap)
-    return payload(buf, text, truncated, a[1], 0, b[1], core.utf16(last, #last))
+    return { sl = a[1], sc = 0, el = b[1], ec = core.utf16(last, #last),
+             fragment = function(_, l) return l end }
   elseif kind == 'v' then
     local first, last = line_at(buf, a[1]), line_at(buf, b[1])
     local s = math.min(a[2], #first)
-    local e, el, ec  -- e: exclusive end byte on row b[1]
+    local e  -- the exclusive end byte on row b[1]
     local eol = b.eol or b[2] >= #last
     if vim.o.selection == 'exclusive' then
       -- b itself is left out, so a line break (`$`, an empty line) is never taken in; as `y`.
@@ -89,41 +97,75 @@ local function region(buf, kind, a, b, cap)
     else
       e = b[2] + vim.str_utf_end(last, b[2] + 1) + 1
     end
-    local text, truncated = collect(buf, a[1], b[1], function(row, l)
-      return l:sub((row == a[1] and s or 0) + 1, row == b[1] and e or #l)
-    end, cap)
+    local r = { sl = a[1], sc = core.utf16(first, s), el = b[1], ec = core.utf16(last, e),
+                fragment = function(row, l)
+                  return l:sub((row == a[1] and s or 0) + 1, row == b[1] and e or #l)
+                end }
     if eol and b[1] + 1 < api.nvim_buf_line_count(buf) then
-      if not truncated then text = text .. '\n' end
-      el, ec = b[1] + 1, 0
-    else
-      el, ec = b[1], core.utf16(last, e)
+      r.tail, r.el, r.ec = '\n', b[1] + 1, 0
     end
-    return payload(buf, text, truncated, a[1], core.utf16(first, s), el, ec)
+    return r
   end
   -- Blockwise: the covering span from (top, leftmost column) to (bottom, rightmost column + 1).
+  local va = vim.fn.virtcol({ a[1] + 1, a[2] + 1 }, 1)
+  local vb = vim.fn.virtcol({ b[1] + 1, b[2] + 1 }, 1)
+  local left = math.min(va[1], vb[1])
+  local right = (a.eol or b.eol) and math.huge or math.max(va[2], vb[2])
+  if right ~= math.huge and vim.o.selection == 'exclusive' and vb[1] - 1 >= va[2] then
+    right = vb[1] - 1  -- as `y` does: b, the later corner, is left out when right of a
+  end
+  local function span(row, l)  -- the block's bytes [s, e) on a row
+    if l == '' or vim.fn.strdisplaywidth(l) < left then return #l, #l end
+    local s = vim.fn.virtcol2col(0, row + 1, left) - 1
+    if right == math.huge then return s, #l end
+    local e = vim.fn.virtcol2col(0, row + 1, right)
+    return s, math.min(#l, e + vim.str_utf_end(l, e))
+  end
+  local top, bottom = line_at(buf, a[1]), line_at(buf, b[1])
+  local ts = span(a[1], top)
+  local _, be = span(b[1], bottom)
+  return { sl = a[1], sc = core.utf16(top, ts), el = b[1], ec = core.utf16(bottom, be),
+           fragment = function(row, l)
+             local s, e = span(row, l)
+             return l:sub(s + 1, e)
+           end }
+end
+
+local function ordered(a, b)
+  if b[1] < a[1] or (b[1] == a[1] and b[2] < a[2]) then return b, a end
+  return a, b
+end
+
+-- The selection from a to b (in either order) as a payload. With a budget, a big one stops
+-- early and says how to read on with M.slice (`more`): the editor is never held for long.
+local function region(buf, kind, a, b, cap, budget_ms)
+  a, b = ordered(a, b)
   return api.nvim_buf_call(buf, function()
-    local va = vim.fn.virtcol({ a[1] + 1, a[2] + 1 }, 1)
-    local vb = vim.fn.virtcol({ b[1] + 1, b[2] + 1 }, 1)
-    local left = math.min(va[1], vb[1])
-    local right = (a.eol or b.eol) and math.huge or math.max(va[2], vb[2])
-    if right ~= math.huge and vim.o.selection == 'exclusive' and vb[1] - 1 >= va[2] then
-      right = vb[1] - 1  -- as `y` does: b, the later corner, is left out when right of a
+    local s = shape(buf, kind, a, b)
+    local text, truncated, next_row = collect(buf, a[1], b[1], s.fragment, cap, budget_ms)
+    if s.tail and not truncated and not next_row then text = text .. s.tail end
+    local p = payload(buf, text, truncated, s.sl, s.sc, s.el, s.ec)
+    if next_row then
+      p.more = { buf = buf, kind = kind, tick = api.nvim_buf_get_changedtick(buf),
+                 a = { a[1], a[2], a.eol or false }, b = { b[1], b[2], b.eol or false },
+                 next = next_row }
     end
-    local function span(row, l)  -- the block's bytes [s, e) on a row
-      if l == '' or vim.fn.strdisplaywidth(l) < left then return #l, #l end
-      local s = vim.fn.virtcol2col(0, row + 1, left) - 1
-      if right == math.huge then return s, #l end
-      local e = vim.fn.virtcol2col(0, row + 1, right)
-      return s, math.min(#l, e + vim.str_utf_end(l, e))
-    end
-    local text, truncated = collect(buf, a[1], b[1], function(row, l)
-      local s, e = span(row, l)
-      return l:sub(s + 1, e)
-    end, cap)
-    local top, bottom = line_at(buf, a[1]), line_at(buf, b[1])
-    local ts = span(a[1], top)
-    local _, be = span(b[1], bottom)
-    return payload(buf, text, truncated, a[1], core.utf16(top, ts), b[1], core.utf16(bottom, be))
+    return p
+  end)
+end
+
+-- The next slice of a big selection, or nil when the buffer changed since (read it again).
+function M.slice(more, budget_ms)
+  local buf = more.buf
+  if not api.nvim_buf_is_valid(buf) or api.nvim_buf_get_changedtick(buf) ~= more.tick then
+    return vim.NIL
+  end
+  local a, b = { more.a[1], more.a[2], eol = more.a[3] }, { more.b[1], more.b[2], eol = more.b[3] }
+  return api.nvim_buf_call(buf, function()
+    local s = shape(buf, more.kind, a, b)
+    local text, _, next_row = collect(buf, more.next, b[1], s.fragment, nil, budget_ms)
+    if s.tail and not next_row then text = text .. s.tail end
+    return { text = text, next = next_row }
   end)
 end
 
@@ -144,12 +186,14 @@ local function live_region()
 end
 
 -- The current selection (or cursor) of the active editor, or nil when there is none.
-function M.current(cap)
+-- `cap`: cut the text there (notifications); `budget_ms`: full text, read in slices.
+function M.current(cap, budget_ms)
+  if cap == vim.NIL then cap = nil end
   local win = api.nvim_get_current_win()
   if not core.is_editor(win) then return nil end
   local buf = api.nvim_win_get_buf(win)
   local r = live_region()
-  if r then return region(buf, r.kind, r.a, r.b, cap) end
+  if r then return region(buf, r.kind, r.a, r.b, cap, budget_ms) end
   return cursor_payload(buf, win)
 end
 
@@ -158,11 +202,11 @@ end
 local latest = nil
 local visual_snapshot = nil  -- the last state seen inside Visual mode
 
-function M.latest()
+function M.latest(budget_ms)
   if latest == nil then return nil end
   if api.nvim_buf_is_valid(latest.buf) and latest.kind
       and api.nvim_buf_get_changedtick(latest.buf) == latest.tick then
-    return region(latest.buf, latest.kind, latest.a, latest.b, nil)
+    return region(latest.buf, latest.kind, latest.a, latest.b, nil, budget_ms)
   end
   return latest.payload
 end
@@ -251,6 +295,34 @@ end
 
 return M
 """
+
+
+SLICE_MS = 10
+"""How long one read of a big selection may hold Neovim; the rest comes in further reads."""
+
+
+async def read_full(editor: Editor, fn: str) -> dict[str, Any] | None:
+    """The selection from ``fn`` ("current" or "latest") with its full text, read in slices.
+
+    Raises :class:`ToolError` when the buffer keeps changing under the read.
+    """
+    for _attempt in range(3):
+        args = [None, SLICE_MS] if fn == "current" else [SLICE_MS]  # current: no cap
+        payload: dict[str, Any] | None = await editor.call_lua(MODULE, fn, *args)
+        if payload is None:
+            return None
+        more = payload.pop("more", None)
+        parts = [payload["text"]]
+        while more is not None:
+            part = await editor.call_lua(MODULE, "slice", more, SLICE_MS)
+            if part is None:
+                break  # the buffer changed: read it all again
+            parts.append(part["text"])
+            more = {**more, "next": part["next"]} if part.get("next") is not None else None
+        else:
+            payload["text"] = "\n".join(parts)
+            return payload
+    raise ToolError("the selection kept changing while it was read; try again")
 
 
 class SelectionTracker:

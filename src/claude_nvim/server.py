@@ -119,6 +119,7 @@ class App:
         await editor.request("nvim_set_client_info", "claude-nvim", {"major": 0, "minor": 1},
                              "remote", {}, {"pid": os.getpid()})
         await editor.call_lua(lua_util.MODULE, "start", editor.channel_id)
+        await editor.call_lua(selection.MODULE, "start")
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             server = await nursery.start(partial(
@@ -130,8 +131,7 @@ class App:
             self._lock_pid = self._choose_lock_pid(info["pid"])
             for stale in lockfile.remove_stale_locks(self.lock_directory, self._lock_pid):
                 log.info("removed a stale lock file of this Neovim: %s", stale)
-            self._write_lock(info["folders"])
-            await editor.call_lua(selection.MODULE, "start")
+            self._write_lock(info["folders"])  # last: the lock file says "ready"
             log.info("listening on ws://127.0.0.1:%d, lock file %s", self.port, self.lock_path)
             task_status.started(self.port)
 

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from ..hookspecs import hookimpl
-from ..selection import MODULE as SELECTION
+from ..selection import read_full
 from ..tool import BOTH, JSON, Register, Tool, ToolContext, ToolResult, json_result
 
 # The Neovim half is the selection module's `current`, shared with selection tracking.
 
 
 async def get_current_selection(ctx: ToolContext, args: JSON) -> ToolResult:
-    # No argument: the full text (a None would arrive as vim.NIL, which Lua takes for a cap).
-    payload = await ctx.editor.call_lua(SELECTION, "current")
+    payload = await read_full(ctx.editor, "current")
     if payload is None:
         return json_result({"success": False, "message": "No active editor found"})
     return json_result({"success": True, **payload})

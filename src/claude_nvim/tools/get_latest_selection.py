@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..hookspecs import hookimpl
-from ..selection import MODULE as SELECTION
+from ..selection import read_full
 from ..tool import BOTH, JSON, Register, Tool, ToolContext, ToolResult, json_result
 
 # The Neovim half is the selection module's `latest`: selection tracking records it when
@@ -11,7 +11,7 @@ from ..tool import BOTH, JSON, Register, Tool, ToolContext, ToolResult, json_res
 
 
 async def get_latest_selection(ctx: ToolContext, args: JSON) -> ToolResult:
-    payload = await ctx.editor.call_lua(SELECTION, "latest")
+    payload = await read_full(ctx.editor, "latest")
     if payload is None:
         return json_result({"success": False, "message": "No selection history"})
     return json_result({"success": True, **payload})
