@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..hookspecs import hookimpl
-from ..paths import candidate_paths, file_url
-from ..tool import BOTH, JSON, Register, Tool, ToolContext, ToolResult, json_result
+from ..paths import candidate_paths
+from ..tool import BOTH, JSON, Register, Tool, ToolContext, ToolResult, json_result, text_result
 
 SLICE_MS = 10
 """How long one call may hold Neovim while collecting every file's diagnostics."""
@@ -58,9 +56,9 @@ function M.for_file(candidates)
 end
 
 -- Loaded, named buffers with at least one diagnostic, from the `from`-th buffer on, for at
--- most `budget_ms`: {files = {{path, diagnostics}, ...}, next = index to go on from or nil}.
+-- most `budget_ms`: {files = {<JSON of {uri, diagnostics}>, ...}, next = index or nil}.
 -- The server asks again from `next`, so the editor is never held for long, whatever the
--- number of diagnostics.
+-- number of diagnostics. JSON made here (in C) costs the server a third of decoding tables.
 function M.all(from, budget_ms)
   local started = (vim.uv or vim.loop).hrtime()
   local buffers = api.nvim_list_bufs()
@@ -73,7 +71,10 @@ function M.all(from, budget_ms)
     local name = api.nvim_buf_get_name(buf)
     if name ~= '' and api.nvim_buf_is_loaded(buf) then
       local diagnostics = vim.diagnostic.get(buf)
-      if #diagnostics > 0 then files[#files + 1] = { name, convert(buf, diagnostics) } end
+      if #diagnostics > 0 then
+        files[#files + 1] = vim.json.encode({ uri = core.file_url(name),
+                                              diagnostics = convert(buf, diagnostics) })
+      end
     end
   end
   return { files = files }
@@ -89,13 +90,13 @@ async def get_diagnostics(ctx: ToolContext, args: JSON) -> ToolResult:
         diagnostics = await ctx.call_lua("for_file", candidate_paths(uri))
         # The CLI only trusts an answer whose uri is exactly the one it sent.
         return json_result([{"uri": uri, "diagnostics": diagnostics}])
-    files: list[list[Any]] = []
+    files: list[str] = []
     start: int | None = 1
     while start is not None:  # a slice of the buffers per call: see M.all
         part = await ctx.call_lua("all", start, SLICE_MS)
         files += part["files"]
         start = part.get("next")
-    return json_result([{"uri": file_url(path), "diagnostics": diags} for path, diags in files])
+    return text_result("[" + ",".join(files) + "]")
 
 
 TOOL = Tool(
