@@ -50,6 +50,11 @@ class EditorTimeout(ToolError):
 NotificationCallback = Callable[[list[Any]], None]
 MAX_IN_FLIGHT = 4
 """Requests we let wait in Neovim's queue at once."""
+QUEUE_TIMEOUT = 60.0
+"""Seconds a request may wait for its turn (behind MAX_IN_FLIGHT others) before it fails."""
+BIG_READS = trio.Semaphore(1)
+"""Held by reads that go on in slices (a whole big selection, every diagnostic): one at a
+time, so that their megabytes are not all held in memory at once."""
 USE_DEFAULT = -1.0
 """A ``timeout`` argument meaning: the editor's own default."""
 
@@ -202,11 +207,16 @@ class PynvimEditor:
             self._to_trio(finish, result)
 
         try:
-            with trio.fail_after(timeout if timeout is not None else float("inf")):
-                async with self._slots:
+            # Our own queue is not Neovim's fault: its wait has a limit of its own.
+            with trio.fail_after(QUEUE_TIMEOUT if timeout is not None else float("inf")):
+                await self._slots.acquire()
+            try:
+                with trio.fail_after(timeout if timeout is not None else float("inf")):
                     self._pending[call_id] = finish
                     self._hop(in_greenlet)
                     await done.wait()
+            finally:
+                self._slots.release()
         except trio.TooSlowError:
             raise EditorTimeout(
                 f"Neovim did not answer within {timeout:g} s "

@@ -11,7 +11,7 @@ from typing import Any
 
 import trio
 
-from .editor import Editor
+from .editor import BIG_READS, Editor
 from .tool import ToolError
 
 MODULE = "claude_nvim.selection"
@@ -312,16 +312,19 @@ async def read_full(editor: Editor, fn: str) -> dict[str, Any] | None:
         if payload is None:
             return None
         more = payload.pop("more", None)
-        parts = [payload["text"]]
-        while more is not None:
-            part = await editor.call_lua(MODULE, "slice", more, SLICE_MS)
-            if part is None:
-                break  # the buffer changed: read it all again
-            parts.append(part["text"])
-            more = {**more, "next": part["next"]} if part.get("next") is not None else None
-        else:
-            payload["text"] = "\n".join(parts)
+        if more is None:
             return payload
+        parts = [payload["text"]]
+        async with BIG_READS:
+            while more is not None:
+                part = await editor.call_lua(MODULE, "slice", more, SLICE_MS)
+                if part is None:
+                    break  # the buffer changed: read it all again
+                parts.append(part["text"])
+                more = {**more, "next": part["next"]} if part.get("next") is not None else None
+            else:
+                payload["text"] = "\n".join(parts)
+                return payload
     raise ToolError("the selection kept changing while it was read; try again")
 
 

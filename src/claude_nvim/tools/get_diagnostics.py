@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..editor import BIG_READS
 from ..hookspecs import hookimpl
 from ..paths import candidate_paths
 from ..tool import BOTH, JSON, Register, Tool, ToolContext, ToolResult, json_result, text_result
@@ -90,12 +91,13 @@ async def get_diagnostics(ctx: ToolContext, args: JSON) -> ToolResult:
         diagnostics = await ctx.call_lua("for_file", candidate_paths(uri))
         # The CLI only trusts an answer whose uri is exactly the one it sent.
         return json_result([{"uri": uri, "diagnostics": diagnostics}])
-    files: list[str] = []
-    start: int | None = 1
-    while start is not None:  # a slice of the buffers per call: see M.all
-        part = await ctx.call_lua("all", start, SLICE_MS)
-        files += part["files"]
-        start = part.get("next")
+    part = await ctx.call_lua("all", 1, SLICE_MS)
+    files: list[str] = part["files"]
+    if part.get("next") is not None:
+        async with BIG_READS:  # many diagnostics: one such read at a time
+            while part.get("next") is not None:  # a slice of the buffers per call: see M.all
+                part = await ctx.call_lua("all", part["next"], SLICE_MS)
+                files += part["files"]
     return text_result("[" + ",".join(files) + "]")
 
 
