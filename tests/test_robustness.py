@@ -225,3 +225,22 @@ async def _churn(app: App) -> None:
             await trio.sleep(0.05)
     async with mcp_client(app.port, app.token) as client:
         assert (await client.request("ping"))["result"] == {}
+
+
+async def test_clients_resetting_mid_handshake_do_not_take_the_server_down(app):
+    import socket
+    import struct
+    for token in (None, app.token):
+        for _ in range(20):
+            sock = trio.socket.socket()
+            await sock.connect(("127.0.0.1", app.port))
+            auth = f"x-claude-code-ide-authorization: {token}\r\n" if token else ""
+            await sock.send(
+                f"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                f"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+                f"{auth}\r\n".encode())
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            sock.close()  # RST
+    await trio.sleep(0.2)
+    async with mcp_client(app.port, app.token) as client:
+        assert (await client.request("ping"))["result"] == {}

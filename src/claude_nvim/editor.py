@@ -169,7 +169,7 @@ class PynvimEditor:
     def _on_notification(self, name: str, args: list[Any]) -> None:
         handler = self._handlers.get(name)
         if handler is not None:
-            self._to_trio(handler, args)
+            self._to_trio(_logged, handler, name, args)
         else:
             log.debug("unhandled Neovim notification %s", name)
 
@@ -258,6 +258,14 @@ class PynvimEditor:
 
     def _limit(self, timeout: float | None) -> float | None:
         return self.timeout if timeout == USE_DEFAULT else timeout
+
+
+def _logged(handler: NotificationCallback, name: str, args: list[Any]) -> None:
+    # It runs in trio's run_sync_soon, where an exception would end the whole run.
+    try:
+        handler(args)
+    except Exception:
+        log.exception("handling Neovim notification %s failed", name)
 
 
 def _nvim_error_text(exc: Exception) -> str:

@@ -147,8 +147,9 @@ class App:
         self.lock_path = lockfile.write_lock(self.lock_directory, self.port, content)
 
     async def _clean_up(self) -> None:
-        if self.lock_path is not None:
-            lockfile.remove_lock(self.lock_path)
+        lock_path, self.lock_path = self.lock_path, None  # no late rewrite brings it back
+        if lock_path is not None:
+            lockfile.remove_lock(lock_path)
         with trio.move_on_after(1, shield=True), contextlib.suppress(Exception):
             await self.editor.call_lua(lua_util.MODULE, "unload", timeout=1)
 
@@ -194,7 +195,10 @@ class App:
 
     def _on_folders(self, args: list[Any]) -> None:
         if self.lock_path is not None and args and isinstance(args[0], list):
-            self._write_lock([str(f) for f in args[0]])
+            try:
+                self._write_lock([str(f) for f in args[0]])
+            except OSError as exc:
+                log.error("cannot rewrite the lock file: %s", exc)
             log.debug("workspace folders now %s", args[0])
 
     def _on_lua_log(self, args: list[Any]) -> None:
@@ -218,6 +222,16 @@ class App:
         return None
 
     async def _handle_request(self, request: WebSocketRequest) -> None:
+        # A client is never allowed to take the server down: whatever one connection does,
+        # the others go on.
+        try:
+            await self._serve_client(request)
+        except ConnectionClosed:
+            pass  # gone during the handshake or at the end: normal life
+        except Exception:
+            log.exception("a connection failed")
+
+    async def _serve_client(self, request: WebSocketRequest) -> None:
         refusal = self._refusal(request)
         if refusal is not None:
             log.warning("refused a connection: HTTP %d", refusal[0])
