@@ -85,15 +85,20 @@ async def test_claude_command_passes_the_model_endpoint(nvim_address, tmp_path):
     fake = tmp_path / "claude"
     fake.write_text(textwrap.dedent(f"""\
         #!{sys.executable}
-        import json, sys
-        json.dump(sys.argv[1:], open({str(seen)!r}, "w"))
+        import json, os, stat, sys
+        config = sys.argv[sys.argv.index("--mcp-config") + 1]
+        json.dump({{"argv": sys.argv[1:], "config": open(config).read(),
+                   "mode": stat.S_IMODE(os.stat(config).st_mode)}}, open({str(seen)!r}, "w"))
         """))
     fake.chmod(0o755)
     env = environment(tmp_path / "cfg", CLAUDE_NVIM_CLAUDE=str(fake), NVIM=nvim_address)
     await trio.run_process([*CLAUDE_NVIM, "claude", "hello"], env=env)
-    argv = json.loads(seen.read_text())
+    got = json.loads(seen.read_text())
+    argv = got["argv"]
     assert argv[0] == "hello" and argv[1] == "--mcp-config"
-    server = json.loads(argv[2])["mcpServers"]["nvim"]
+    assert got["mode"] == 0o600 and not os.path.exists(argv[2])  # private, and gone after
+    assert "Authorization" not in " ".join(argv)  # no token on the command line
+    server = json.loads(got["config"])["mcpServers"]["nvim"]
     assert server["type"] == "ws"
     assert server["url"].startswith("ws://127.0.0.1:") and server["url"].endswith("/mcp")
     assert len(server["headers"]["X-Claude-Code-Ide-Authorization"]) >= 32

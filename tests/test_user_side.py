@@ -149,3 +149,21 @@ async def test_a_mention_nobody_receives_expires_with_a_message(app, nvim, tmp_p
     async with mcp_client(app.port, app.token) as client:  # a late client gets nothing stale
         await ready(client, nvim, tmp_path)
         assert await client.no_notification("at_mentioned")
+
+
+async def test_closing_the_terminal_stops_claude_and_removes_the_lock(nvim_address, tmp_path):
+    import signal
+    sleeper = tmp_path / "claude"
+    sleeper.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(60)\n")
+    sleeper.chmod(0o755)
+    config = tmp_path / "cfg"
+    env = {**os.environ, "CLAUDE_NVIM_CLAUDE": str(sleeper), "CLAUDE_CONFIG_DIR": str(config),
+           "NVIM": nvim_address}
+    process = await trio.lowlevel.open_process([*CLAUDE_NVIM, "claude"], env=env)
+    with trio.fail_after(15):
+        while not list(config.glob("ide/*.lock")):
+            await trio.sleep(0.05)
+    process.send_signal(signal.SIGHUP)  # what closing the :terminal sends
+    with trio.fail_after(15):
+        await process.wait()
+    assert list((config / "ide").iterdir()) == []  # no lock, no private config left

@@ -11,6 +11,7 @@ import shutil
 import signal
 import sys
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import trio
 from trio_websocket import HandshakeError
@@ -264,23 +265,52 @@ def cmd_claude(args: argparse.Namespace) -> int:
 
 
 async def _claude_session(app: App, command: list[str]) -> int:
-    """Run ``command`` (claude) connected to ``app``, or to this Neovim's running server."""
+    """Run ``command`` (claude) connected to ``app``, or to this Neovim's running server.
+
+    SIGTERM or SIGHUP (the terminal closed) stop both, and the lock file goes with them.
+    """
+    status = 128 + signal.SIGTERM
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_stop_on_signals, nursery.cancel_scope)
+        status = await _serve_and_run_claude(app, command)
+        nursery.cancel_scope.cancel()
+    return status
+
+
+async def _serve_and_run_claude(app: App, command: list[str]) -> int:
     environment = dict(os.environ)
     try:
         async with trio.open_nursery() as nursery:
             await nursery.start(app.run)
-            command += ["--mcp-config", model_endpoint_config(app.port, app.token)]
-            return await _run_claude(command, {**environment, **app.environment},
-                                     nursery.cancel_scope)
+            with _model_endpoint_file(app.lock_directory, app.port, app.token) as config:
+                return await _run_claude([*command, "--mcp-config", config],
+                                         {**environment, **app.environment},
+                                         nursery.cancel_scope)
     except* AlreadyServed as group:
         served = _first(group)
         assert isinstance(served, AlreadyServed)
         log.info("reusing this Neovim's running server on port %s", served.port)
         environment["CLAUDE_CODE_SSE_PORT"] = str(served.port)
-    with contextlib.suppress(LookupError):
+    try:
         port, token = lockfile.find_server(os.getcwd(), environment)
-        command += ["--mcp-config", model_endpoint_config(port, token)]
-    return await _run_claude(command, environment, None)
+    except LookupError:
+        return await _run_claude(command, environment, None)
+    with _model_endpoint_file(lockfile.lock_dir(environment), port, token) as config:
+        return await _run_claude([*command, "--mcp-config", config], environment, None)
+
+
+@contextlib.contextmanager
+def _model_endpoint_file(directory: Path, port: int, token: str) -> Iterator[str]:
+    """The --mcp-config for claude as a private file: on the command line, `ps` shows it."""
+    path = directory / f"mcp-{port}-{os.getpid()}.json"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(model_endpoint_config(port, token))
+    try:
+        yield str(path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
 
 
 async def _run_claude(command: list[str], environment: dict[str, str],
