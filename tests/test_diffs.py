@@ -101,7 +101,8 @@ async def test_accept_with_w_returns_the_edited_text_and_never_writes(client, ui
     await nothing_left(ui)
 
 
-@pytest.mark.parametrize("contents", ["a\r\nb\r\n", "no newline at end", "", "x\n\n\n"])
+@pytest.mark.parametrize("contents", ["a\r\nb\r\n", "no newline at end", "", "x\n\n\n",
+                                      "mixed\r\nline\nends\r\n"])
 async def test_accept_command_round_trips_an_unedited_proposal_byte_for_byte(
         client, ui, target, contents):
     async with trio.open_nursery() as nursery:
@@ -235,3 +236,16 @@ async def test_the_diff_commands_warn_where_there_is_no_diff(client, ui):
     messages = await ui.exec_lua("return vim.api.nvim_exec2('messages', {output = true}).output")
     assert "no pending diff" in messages
 
+
+
+async def test_an_existing_file_named_by_uri_or_home_path_is_an_edit_not_a_new_file(
+        client, ui, target):
+    from urllib.parse import quote
+    uri = "file://" + quote(str(target))
+    async with trio.open_nursery() as nursery:
+        diff = await open_diff(nursery, client, ui, uri, "one\n")
+        left = await ui.exec_lua("return vim.api.nvim_buf_get_name("
+                                 "vim.api.nvim_win_get_buf(vim.fn.win_getid(1)))")
+        assert left == str(target)
+        await ui.request("nvim_command", "ClaudeNvimDiffDeny")
+        assert (await diff.outcome())[0] == "DIFF_REJECTED"

@@ -160,3 +160,23 @@ async def test_listed_in_tools_list(client):
     names = {t["name"] for t in (await client.result("tools/list"))["tools"]}
     assert {"openFile", "getWorkspaceFolders", "checkDocumentDirty", "saveDocument"} <= names
     assert "close_tab" not in names
+
+
+async def test_open_file_never_abandons_a_modified_buffer(client, ui, source, tmp_path):
+    mine = tmp_path / "mine.txt"
+    mine.write_text("saved\n")
+    await ui.request("nvim_command", "set nohidden autowrite")
+    await ui.request("nvim_command", f"edit {mine}")
+    await ui.exec_lua("vim.api.nvim_buf_set_lines(0, 0, -1, false, {'typing'})")
+    result = await client.call_tool("openFile", {"filePath": str(source)})
+    assert not result.get("isError"), result
+    assert mine.read_text() == "saved\n"  # not written behind the user's back
+    shown = await ui.exec_lua("return vim.tbl_map(function(w) return vim.api.nvim_buf_get_name("
+                              "vim.api.nvim_win_get_buf(w)) end, vim.api.nvim_list_wins())")
+    assert str(mine) in shown and str(source) in shown  # beside it, in a split
+
+
+async def test_a_missing_file_without_focus_is_a_success_false_answer(client, tmp_path):
+    answer = await client.call_json("openFile", {"filePath": str(tmp_path / "nope.py"),
+                                                 "makeFrontmost": False})
+    assert answer == {"success": False, "message": f"File not found: {tmp_path / 'nope.py'}"}

@@ -63,7 +63,15 @@ end
 
 -- Open diff `id`: a new tab with the target file (an empty scratch buffer for a new file)
 -- beside an editable proposal buffer that no :w can write to disk.
-function M.open(id, path, exists, lines, tab_name)
+function M.open(id, candidates, lines, tab_name)
+  -- The first candidate that exists on disk (it is an edit), else the first (a new file).
+  local path, exists = core.absolute(candidates[1]), false
+  for _, candidate in ipairs(candidates) do
+    if (vim.uv or vim.loop).fs_stat(core.absolute(candidate)) then
+      path, exists = core.absolute(candidate), true
+      break
+    end
+  end
   local target = core.find_buffer({ path })
   if target and vim.bo[target].modified then
     return 'Cannot open diff: ' .. path .. ' has unsaved changes in Neovim'
@@ -76,6 +84,7 @@ function M.open(id, path, exists, lines, tab_name)
     target = scratch
   elseif target == nil then
     target = vim.fn.bufadd(path)
+    vim.bo[target].swapfile = false  -- ours only for the review: leave no swap file behind
   end
   vim.fn.bufload(target)  -- no swap-file dialog, unlike :edit
   vim.bo[target].buflisted = target ~= scratch
@@ -210,10 +219,15 @@ class DiffRegistry:
         self._diffs.pop(diff_id, None)
 
 
+def _newline(contents: str) -> str:
+    """CRLF when every line ends so; mixed files keep their ``\r`` in the lines."""
+    crlf = contents.count("\r\n")
+    return "\r\n" if crlf and crlf == contents.count("\n") else "\n"
+
+
 def split_lines(contents: str) -> list[str]:
     """Buffer lines for ``contents``; CRLF files show without ``^M``."""
-    newline = "\r\n" if "\r\n" in contents else "\n"
-    lines = contents.split(newline)
+    lines = contents.split(_newline(contents))
     if len(lines) > 1 and lines[-1] == "":
         lines.pop()
     return lines
@@ -223,6 +237,6 @@ def _accepted_text(contents: str, result: Any) -> str:
     """The final text: the proposal byte for byte unless the user edited it."""
     if not isinstance(result, dict) or not result.get("edited"):
         return contents
-    newline = "\r\n" if "\r\n" in contents else "\n"
+    newline = _newline(contents)
     text = newline.join(str(line) for line in result.get("lines") or [])
     return text + newline if contents.endswith("\n") else text

@@ -75,9 +75,11 @@ end
 function M.refresh(buf)
   if not api.nvim_buf_is_valid(buf) or not api.nvim_buf_is_loaded(buf)
       or vim.bo[buf].modified or vim.bo[buf].buftype ~= '' then return end
+  -- A missing file would cost a one-second wait inside checktime: nothing to reload anyway.
+  if not uv.fs_stat(api.nvim_buf_get_name(buf)) then return end
   local autoread = vim.go.autoread
   vim.go.autoread = true
-  pcall(vim.cmd, 'silent checktime ' .. buf)
+  pcall(vim.cmd, 'silent! checktime ' .. buf)
   vim.go.autoread = autoread
 end
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 
 import trio
 
@@ -18,13 +17,13 @@ from ..tool import IDE, JSON, Register, Tool, ToolContext, ToolError, ToolResult
 
 
 async def open_diff(ctx: ToolContext, args: JSON) -> ToolResult:
-    path = candidate_paths(args["new_file_path"])[0]
     tab_name = args["tab_name"]
     contents = args["new_file_contents"]
     diff = ctx.diffs.open(tab_name, ctx.connection.id, contents)
     try:
-        refusal = await ctx.editor.call_lua(
-            DIFFS, "open", diff.id, path, os.path.exists(path), split_lines(contents), tab_name)
+        refusal = await ctx.editor.call_lua(DIFFS, "open", diff.id,
+                                            candidate_paths(args["new_file_path"]),
+                                            split_lines(contents), tab_name)
         if refusal:
             raise ToolError(refusal)
         await diff.done.wait()  # no timeout: only the user, the CLI or a disconnect end it

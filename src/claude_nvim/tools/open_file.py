@@ -33,9 +33,12 @@ end
 -- diff window. The current one if it fits, else the first that does.
 local function fits(win)
   local buf = api.nvim_win_get_buf(win)
+  -- Replacing a modified buffer shown only here would abandon it (with 'nohidden' and
+  -- 'autowrite', even write it): leave such a window alone.
+  local abandons = vim.bo[buf].modified and not vim.o.hidden and #vim.fn.win_findbuf(buf) == 1
   return api.nvim_win_get_config(win).relative == '' and vim.bo[buf].buftype == ''
     and not vim.wo[win].diff and not vim.wo[win].winfixbuf and not vim.b[buf].claude_nvim_proposal
-    and not (vim.wo[win].winfixwidth and vim.bo[buf].filetype ~= '')
+    and not (vim.wo[win].winfixwidth and vim.bo[buf].filetype ~= '') and not abandons
 end
 
 local function editor_window()
@@ -91,7 +94,11 @@ function M.open(candidates, o)
   for _, candidate in ipairs(candidates) do
     if readable(core.absolute(candidate)) then path = core.absolute(candidate); break end
   end
-  if path == nil then return { error = 'File not found: ' .. candidates[1] } end
+  if path == nil then
+    local message = 'File not found: ' .. candidates[1]
+    if not o.makeFrontmost then return { json = { success = false, message = message } } end
+    return { error = message }  -- protocol doc §10.5
+  end
   local buf = core.find_buffer({ path }) or vim.fn.bufadd(path)
   load(buf)
   local name = api.nvim_buf_get_name(buf)
