@@ -180,3 +180,18 @@ async def test_a_missing_file_without_focus_is_a_success_false_answer(client, tm
     answer = await client.call_json("openFile", {"filePath": str(tmp_path / "nope.py"),
                                                  "makeFrontmost": False})
     assert answer == {"success": False, "message": f"File not found: {tmp_path / 'nope.py'}"}
+
+
+async def test_save_document_never_prompts_or_overwrites_a_newer_file(client, ui, tmp_path):
+    path = tmp_path / "shared.txt"
+    path.write_text("original\n")
+    await ui.request("nvim_command", f"edit {path}")
+    await ui.exec_lua("vim.api.nvim_buf_set_lines(0, 0, -1, false, {'my edit'})")
+    path.write_text("written by claude\n")
+    os.utime(path, (os.stat(path).st_atime, os.stat(path).st_mtime + 5))
+    answer = await client.call_json("saveDocument", {"filePath": str(path)})
+    assert answer["success"] is False
+    assert "changed on disk" in answer["message"]
+    assert path.read_text() == "written by claude\n"
+    assert await ui.request("nvim_get_mode") == {"mode": "n", "blocking": False}
+    assert await ui.exec_lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)") == ["my edit"]

@@ -122,9 +122,33 @@ function M.workspace_folders()
   return out
 end
 
+-- The file's modification time as a string, or nil when there is no such file.
+function M.mtime(path)
+  local stat = uv.fs_stat(path)
+  return stat and (stat.mtime.sec .. '.' .. stat.mtime.nsec) or nil
+end
+
+-- Whether `buf`'s file changed on disk since Neovim read or wrote it (as far as we saw).
+function M.changed_on_disk(buf)
+  local seen = vim.b[buf].claude_nvim_mtime
+  return seen ~= nil and M.mtime(api.nvim_buf_get_name(buf)) ~= seen
+end
+
+local function remember_mtime(buf)
+  if api.nvim_buf_is_loaded(buf) and vim.bo[buf].buftype == '' then
+    vim.b[buf].claude_nvim_mtime = M.mtime(api.nvim_buf_get_name(buf))
+  end
+end
+
 function M.start(chan)
   M.chan = chan
   local group = api.nvim_create_augroup('claude_nvim', { clear = true })
+  -- Neovim keeps a buffer's file time to itself; we keep our own, so that a write never
+  -- meets its "file changed since reading" prompt (saveDocument checks first).
+  for _, buf in ipairs(api.nvim_list_bufs()) do remember_mtime(buf) end
+  api.nvim_create_autocmd({ 'BufReadPost', 'BufWritePost', 'FileChangedShellPost' }, {
+    group = group, callback = function(ev) remember_mtime(ev.buf) end,
+  })
   local function folders_changed()
     vim.schedule(M.guard(function() M.notify('claude_nvim_folders', M.workspace_folders()) end))
   end

@@ -15,6 +15,14 @@ function M.save(candidates)
   local buf = core.find_buffer(candidates)
   if buf == nil or not api.nvim_buf_is_loaded(buf) then return vim.NIL end
   local path = api.nvim_buf_get_name(buf)
+  if core.changed_on_disk(buf) then
+    if not vim.bo[buf].modified then  -- nothing of the user's to save: take the disk's
+      core.refresh(buf)
+      return { filePath = path }
+    end
+    -- :write would stop at a prompt; overwriting would lose the newer file.
+    return { filePath = path, error = 'the file changed on disk since Neovim read it' }
+  end
   local ok, err = pcall(api.nvim_buf_call, buf, function()
     vim.cmd('silent keepalt lockmarks write')
   end)
