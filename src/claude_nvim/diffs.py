@@ -117,15 +117,6 @@ function M.open(id, candidates, lines, tab_name)
     callback = core.guard(function() resolve(id, 'accepted') end) })
   api.nvim_create_autocmd({ 'BufWipeout', 'BufUnload', 'BufDelete' }, { group = group,
     buffer = prop, callback = core.guard(function() resolve(id, 'rejected') end) })
-  api.nvim_create_autocmd('WinClosed', { group = group, callback = core.guard(function()
-    vim.schedule(function()
-      local d = diffs[id]
-      if d and not d.resolved and (not api.nvim_buf_is_valid(d.proposal)
-          or #vim.fn.win_findbuf(d.proposal) == 0) then
-        resolve(id, 'rejected')
-      end
-    end)
-  end) })
   return vim.NIL
 end
 

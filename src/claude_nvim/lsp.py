@@ -288,7 +288,11 @@ function L.open(candidates)
     for _, candidate in ipairs(candidates) do
       local path = core.absolute(candidate)
       local stat = uv.fs_stat(path)
-      if stat and stat.type == 'file' then buf = vim.fn.bufadd(path); break end
+      if stat and stat.type == 'file' then
+        buf = vim.fn.bufadd(path)
+        vim.bo[buf].swapfile = false  -- loaded only to ask a server: no swap file for others
+        break
+      end
       if stat then return nil, path .. ' is not a file' end
     end
   end

@@ -266,7 +266,8 @@ class App:
         for diff in self.diffs.owned_by(connection.id):
             self.diffs.forget(diff.id)
             with trio.move_on_after(2, shield=True), contextlib.suppress(Exception):
-                await self.editor.call_lua(diffs.MODULE, "close", diff.id, False, timeout=2)
+                # reload: the CLI may have written an accepted file just before it went.
+                await self.editor.call_lua(diffs.MODULE, "close", diff.id, True, timeout=2)
 
     def _context(self, tool: Tool, connection: ConnectionInfo) -> ToolContext:
         editor: Editor = self.editor
