@@ -145,13 +145,7 @@ end
 
 -- Text helpers.
 
--- `s` cut to at most `n` bytes, not inside a UTF-8 sequence; and whether it was cut.
-function L.cut(s, n)
-  if #s <= n then return s, false end
-  local i = n
-  while i > 0 and bit.band(s:byte(i + 1), 0xC0) == 0x80 do i = i - 1 end
-  return s:sub(1, i), true
-end
+L.cut = core.cut
 
 -- Position encodings: `index` in `enc` units -> byte in `line`, and back.
 function L.byte_of(line, enc, index)

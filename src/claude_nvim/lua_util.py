@@ -26,6 +26,13 @@ end
 
 function M.file_url(path) return 'file://' .. path end
 
+-- `s` cut to at most `n` bytes, never inside a UTF-8 sequence; and whether it was cut.
+function M.cut(s, n)
+  if #s <= n then return s, false end
+  while n > 0 and bit.band(s:byte(n + 1), 0xC0) == 0x80 do n = n - 1 end
+  return s:sub(1, n), true
+end
+
 -- The CLI compares paths as strings: make ours absolute without resolving symlinks.
 function M.absolute(path)
   if path:sub(1, 1) == '~' and (path:len() == 1 or path:sub(2, 2) == '/') then

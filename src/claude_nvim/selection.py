@@ -31,12 +31,7 @@ local function line_at(buf, row)
   return api.nvim_buf_get_lines(buf, row, row + 1, false)[1] or ''
 end
 
--- Cut `s` to at most `n` bytes without splitting a UTF-8 character.
-local function cut(s, n)
-  if #s <= n then return s end
-  while n > 0 and bit.band(s:byte(n + 1), 0xC0) == 0x80 do n = n - 1 end
-  return s:sub(1, n)
-end
+local cut = core.cut
 
 -- Join fragment(row, line) for rows r1..r2 with '\n'. With a cap, read lines in small chunks
 -- and stop once `cap` bytes are collected, so a huge selection costs no more than a small one.
@@ -59,7 +54,7 @@ local function collect(buf, r1, r2, fragment, cap, budget_ms)
     row = last + 1
   end
   local text = table.concat(parts, '\n')
-  if cap and (#text > cap or row <= r2) then return cut(text, cap), true end
+  if cap and (#text > cap or row <= r2) then return (cut(text, cap)), true end
   return text, false
 end
 

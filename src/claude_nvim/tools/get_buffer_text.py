@@ -16,12 +16,7 @@ local core = package.loaded['claude_nvim']
 local M = {}
 
 -- `s` cut to at most `n` bytes, not inside a UTF-8 sequence.
-local function cut(s, n)
-  if #s <= n then return s end
-  local i = n
-  while i > 0 and bit.band(s:byte(i + 1), 0xC0) == 0x80 do i = i - 1 end
-  return s:sub(1, i)
-end
+local cut = core.cut
 
 -- Lines req.startLine..req.endLine (0-based, inclusive; default: all) of the buffer of the
 -- first candidate, at most req.max_lines lines and req.max_bytes bytes of text.

@@ -16,12 +16,7 @@ local core = package.loaded['claude_nvim']
 local M = {}
 local TYPES = { E = 'Error', W = 'Warning', I = 'Info', N = 'Note', H = 'Hint' }
 
-local function cut(s, n)
-  if #s <= n then return s end
-  local i = n
-  while i > 0 and bit.band(s:byte(i + 1), 0xC0) == 0x80 do i = i - 1 end
-  return s:sub(1, i)
-end
+local cut = core.cut
 
 -- The window whose location list the user means: the current one if it is an editor (not
 -- Claude's terminal), else the previous window, else the first editor window of the tab.
