@@ -119,9 +119,12 @@ def _add_disable(parser: argparse.ArgumentParser) -> None:
 
 def _split_at_claude(argv: list[str]) -> tuple[list[str], list[str]]:
     """Split ``... claude [--nvim ADDR] REST`` so that REST goes to ``claude`` untouched."""
-    if "claude" not in argv:
+    at = 0
+    while at < len(argv) and argv[at].startswith("-"):  # options before the command word
+        at += 2 if argv[at] in ("--log-level", "--log-file") else 1
+    if argv[at:at + 1] != ["claude"]:
         return argv, []
-    at = argv.index("claude") + 1
+    at += 1
     if argv[at:at + 1] == ["--nvim"]:
         at += 2
     elif argv[at:at + 1] and argv[at].startswith("--nvim="):
