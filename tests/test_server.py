@@ -253,14 +253,16 @@ async def test_a_second_server_for_the_same_neovim_refuses(app, nvim_address, tm
 
 
 async def test_a_server_replaces_one_that_died(nvim_address, nvim, tmp_path):
+    count_autocmds = "return #vim.api.nvim_get_autocmds({group = 'claude_nvim'})"
     async with running_app(nvim_address, lock_directory=tmp_path / "a"):
-        pass
-    # Simulate a crash: the claim is still there, naming a channel that no longer exists.
-    await nvim.exec_lua("vim.g.claude_nvim_server = {channel = 999, pid = 1, port = 1}")
+        first = await nvim.exec_lua(count_autocmds)
+    # Simulate a crash: the claim and the autocmds are still there, for a channel now gone.
+    await nvim.exec_lua("vim.g.claude_nvim_server = {channel = 999, pid = 1, port = 1}\n"
+                        "package.loaded['claude_nvim'].start(999)")
+    assert await nvim.exec_lua(count_autocmds) == first
     async with running_app(nvim_address, lock_directory=tmp_path / "b") as app:
-        groups = await nvim.exec_lua(
-            "return #vim.api.nvim_get_autocmds({group = 'claude_nvim'})")
-        assert groups == 3  # DirChanged, LspAttach, LspDetach: replaced, not duplicated
+        assert first > 0
+        assert await nvim.exec_lua(count_autocmds) == first  # replaced, not duplicated
         async with mcp_client(app.port, app.token) as client:
             assert (await client.call_json("getOpenEditors"))["tabs"] == []
 
