@@ -43,7 +43,7 @@ from typing import Any
 import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection, open_websocket
 
-from claude_nvim.editor import PynvimEditor
+from claude_nvim.editor import Editor, editor_for
 from claude_nvim.headless import find_nvim, headless_nvim
 
 AUTH_HEADER = b"x-claude-code-ide-authorization"
@@ -508,7 +508,7 @@ class Session:
     selected: Path
     paths: list[Path]
     address: str
-    driver: PynvimEditor
+    driver: Editor
     server: ProcWatch
     nvim: ProcWatch
     port: int
@@ -557,7 +557,7 @@ async def session(state: State, args: argparse.Namespace) -> AsyncIterator[Sessi
         config_dir.mkdir()
         selected, paths = make_workspace(workspace, state)
         with headless_nvim(cwd=workspace, args=NVIM_ARGS) as (address, nvim_process):
-            driver = PynvimEditor(address, timeout=600.0)
+            driver = editor_for(address, timeout=600.0)
             async with trio.open_nursery() as nursery:
                 await nursery.start(driver.run)
                 t0 = time.perf_counter()

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import trio
 
-from claude_nvim.editor import PynvimEditor
+from claude_nvim.editor import editor_for
 from claude_nvim.headless import headless_nvim
 from claude_nvim.plugins import load_tools
 from claude_nvim.server import App
@@ -145,7 +145,7 @@ async def alive(app: App) -> bool:
 
 async def fuzz(address: str, seconds: float, seed: int, lock_dir: Path) -> int:
     rng = random.Random(seed)
-    app = App(PynvimEditor(address), load_tools().tools, lock_directory=lock_dir,
+    app = App(editor_for(address), load_tools().tools, lock_directory=lock_dir,
               handshake_timeout=2)
     counts = {"json": 0, "raw": 0, "messages": 0}
     async with trio.open_nursery() as nursery:

@@ -11,7 +11,7 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from claude_nvim.editor import EditorGone, PynvimEditor
+from claude_nvim.editor import EditorGone, editor_for
 from claude_nvim.plugins import load_tools
 from claude_nvim.server import App
 from claude_nvim.testing import mcp_client
@@ -133,7 +133,7 @@ async def test_non_utf8_file_names_and_text(client, nvim, tmp_path):
 
 
 async def test_a_busy_neovim_times_out_clearly_and_recovers(nvim_address, nvim, tmp_path):
-    app = App(PynvimEditor(nvim_address, timeout=0.5), load_tools().tools,
+    app = App(editor_for(nvim_address, timeout=0.5), load_tools().tools,
               lock_directory=tmp_path / "ide")
     async with trio.open_nursery() as nursery:
         await nursery.start(app.run)
@@ -158,7 +158,7 @@ async def test_neovim_killed_with_work_in_flight(tmp_path):
     target = tmp_path / "a.txt"
     target.write_text("a\n")
     with headless_nvim(cwd=tmp_path) as (address, process):
-        app = App(PynvimEditor(address), load_tools().tools, lock_directory=lock_dir)
+        app = App(editor_for(address), load_tools().tools, lock_directory=lock_dir)
         answers = []
         with pytest.raises(BaseExceptionGroup) as info:
             async with trio.open_nursery() as nursery:
@@ -194,7 +194,7 @@ def _task_count() -> int:
 
 async def test_thousands_of_connections_opened_and_dropped_leak_nothing(nvim_address, tmp_path):
     async with trio.open_nursery() as nursery:
-        app = App(PynvimEditor(nvim_address), load_tools().tools, lock_directory=tmp_path / "ide",
+        app = App(editor_for(nvim_address), load_tools().tools, lock_directory=tmp_path / "ide",
                   handshake_timeout=1.0)
         await nursery.start(app.run)
         await _churn(app)

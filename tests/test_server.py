@@ -11,7 +11,7 @@ import trio
 from trio_websocket import ConnectionClosed, ConnectionRejected, open_websocket
 
 from claude_nvim import Tool, text_result
-from claude_nvim.editor import EditorGone, PynvimEditor
+from claude_nvim.editor import EditorGone, editor_for
 from claude_nvim.plugins import load_tools
 from claude_nvim.server import AlreadyServed, App
 from claude_nvim.testing import mcp_client, running_app
@@ -102,7 +102,7 @@ async def test_lock_file_is_private_complete_and_removed_on_exit(nvim_address, n
 
 
 async def test_default_token_is_random_and_long(nvim_address, tmp_path):
-    tokens = {App(PynvimEditor(nvim_address), {}, lock_directory=tmp_path).token
+    tokens = {App(editor_for(nvim_address), {}, lock_directory=tmp_path).token
               for _ in range(3)}
     assert len(tokens) == 3
     assert all(len(t) >= 32 for t in tokens)
@@ -225,7 +225,7 @@ async def test_client_disconnect_cancels_its_calls(nvim_address, tmp_path):
 
 async def test_neovim_quitting_stops_the_app_and_removes_the_lock(nvim_address, tmp_path):
     lock_dir = tmp_path / "ide"
-    app = App(PynvimEditor(nvim_address),
+    app = App(editor_for(nvim_address),
               load_tools().tools, lock_directory=lock_dir)
     with pytest.raises(BaseExceptionGroup) as info:
         async with trio.open_nursery() as nursery:
@@ -240,7 +240,7 @@ async def test_neovim_quitting_stops_the_app_and_removes_the_lock(nvim_address, 
 
 
 async def test_a_second_server_for_the_same_neovim_refuses(app, nvim_address, tmp_path):
-    second = App(PynvimEditor(nvim_address),
+    second = App(editor_for(nvim_address),
                  load_tools().tools, lock_directory=tmp_path / "ide2")
     with pytest.raises(BaseExceptionGroup) as info:
         async with trio.open_nursery() as nursery:
@@ -360,8 +360,7 @@ async def test_the_limit_counts_bytes_not_characters(app):
 
 
 async def test_a_client_that_never_finishes_the_handshake_is_dropped(nvim_address, tmp_path):
-    from claude_nvim.editor import PynvimEditor as Editor
-    app = App(Editor(nvim_address), {}, lock_directory=tmp_path / "ide", handshake_timeout=0.3)
+    app = App(editor_for(nvim_address), {}, lock_directory=tmp_path / "ide", handshake_timeout=0.3)
     async with trio.open_nursery() as nursery:
         await nursery.start(app.run)
         stream = await trio.open_tcp_stream("127.0.0.1", app.port)

@@ -17,7 +17,7 @@ import trio
 from trio_websocket import HandshakeError
 
 from . import __version__, doctor, lockfile
-from .editor import EditorGone, PynvimEditor
+from .editor import EditorGone, editor_for
 from .headless import headless_nvim
 from .plugins import ToolRegistryError, load_tools, plugin_distributions
 from .relay import relay
@@ -187,7 +187,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             print(NO_NVIM.format(command="serve") + "\nOr try it with --headless.",
                   file=sys.stderr)
             return 2
-        return _run(App(PynvimEditor(address), loaded.tools, port=args.port))
+        return _run(App(editor_for(address), loaded.tools, port=args.port))
 
 
 def _run(app: App) -> int:
@@ -258,7 +258,7 @@ def cmd_claude(args: argparse.Namespace) -> int:
     except ToolRegistryError as exc:
         print(f"claude-nvim: {exc}", file=sys.stderr)
         return 1
-    app = App(PynvimEditor(address), loaded.tools)
+    app = App(editor_for(address), loaded.tools)
     try:
         status: int = trio.run(_claude_session, app, [claude, *args.claude_args])
     except* EditorGone:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import trio
 
 from . import lockfile
-from .editor import PynvimEditor
+from .editor import editor_for
 from .plugins import ToolRegistryError, load_tools
 
 MIN_NVIM = (0, 10)
@@ -35,7 +35,7 @@ def _neovim(address: str | None) -> list[Finding]:
                         "run `claude-nvim doctor` from a Neovim :terminal, or pass --nvim ADDR")]
 
     async def version() -> list[int]:
-        editor = PynvimEditor(address)
+        editor = editor_for(address)
         async with trio.open_nursery() as nursery:
             with trio.fail_after(3):
                 await nursery.start(editor.run)

@@ -17,7 +17,7 @@ import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection, WebSocketRequest
 
 from . import diffs, lockfile, lua_util, mentions, selection, websocket
-from .editor import Editor, PynvimEditor, parse_address
+from .editor import Editor, parse_address
 from .mcp import McpSession, encode, notification
 from .tool import JSON, ConnectionInfo, Tool, ToolContext
 
@@ -48,7 +48,7 @@ class App:
 
     def __init__(
         self,
-        editor: PynvimEditor,
+        editor: Editor,
         tools: Mapping[str, Tool],
         *,
         port: int = 0,

@@ -25,7 +25,7 @@ import pytest
 import trio
 from trio_websocket import WebSocketConnection, open_websocket
 
-from .editor import PynvimEditor
+from .editor import Editor, editor_for
 from .headless import headless_nvim
 from .mcp import encode
 from .plugins import load_tools
@@ -34,9 +34,9 @@ from .tool import JSON, Tool
 
 
 @contextlib.asynccontextmanager
-async def attached_editor(address: str) -> AsyncIterator[PynvimEditor]:
-    """A :class:`PynvimEditor` attached to ``address`` for the duration of the block."""
-    editor = PynvimEditor(address)
+async def attached_editor(address: str) -> AsyncIterator[Editor]:
+    """An editor client attached to ``address`` for the duration of the block."""
+    editor = editor_for(address)
     async with trio.open_nursery() as nursery:
         await nursery.start(editor.run)
         yield editor
@@ -54,7 +54,7 @@ async def running_app(
     """A claude-nvim server attached to the Neovim at ``address``, on a free port."""
     if tools is None:
         tools = load_tools().tools
-    app = App(PynvimEditor(address), tools, lock_directory=lock_directory, token=token)
+    app = App(editor_for(address), tools, lock_directory=lock_directory, token=token)
     async with trio.open_nursery() as nursery:
         await nursery.start(app.run)
         yield app
@@ -205,7 +205,7 @@ def nvim_address(tmp_path: Path) -> Iterator[str]:
 
 
 @pytest.fixture
-async def nvim(nvim_address: str) -> AsyncIterator[PynvimEditor]:
+async def nvim(nvim_address: str) -> AsyncIterator[Editor]:
     """A second RPC client of the test Neovim, to act as the user."""
     async with attached_editor(nvim_address) as editor:
         yield editor

@@ -1,0 +1,164 @@
+"""An :class:`~claude_nvim.editor.Editor` through pynvim, for Windows named pipes, which trio
+cannot open. This is the only module that imports pynvim.
+
+pynvim runs on one dedicated thread inside ``nvim.run_loop``; every request runs there in a
+greenlet, hopped in with ``loop.call_soon_threadsafe`` and answered back with
+``TrioToken.run_sync_soon``. Only plain data (no pynvim objects) crosses the threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import greenlet
+import msgpack
+import pynvim
+import trio
+
+from .editor import (
+    DEFAULT_TIMEOUT,
+    MAX_IN_FLIGHT,
+    EditorBase,
+    EditorError,
+    EditorGone,
+    error_text,
+    parse_address,
+)
+
+log = logging.getLogger(__name__)
+
+
+class PynvimEditor(EditorBase):
+    """An :class:`~claude_nvim.editor.Editor` attached to a running Neovim through pynvim."""
+
+    def __init__(self, address: str, *, timeout: float = DEFAULT_TIMEOUT,
+                 max_in_flight: int = MAX_IN_FLIGHT) -> None:
+        super().__init__(address, timeout=timeout, max_in_flight=max_in_flight)
+        self._nvim: Any = None
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._pending: dict[int, Callable[[tuple[bool, Any]], None]] = {}
+        self._ids = itertools.count()
+        self._gone = False
+        self._stopping = False
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Attach, then serve requests until cancelled or until Neovim goes away.
+
+        Raises :class:`EditorGone` when Neovim closes the connection.
+        """
+        self._token = trio.lowlevel.current_trio_token()
+        attached = trio.Event()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._own_thread, attached)
+            await attached.wait()
+            nursery.start_soon(self._stop_loop_when_cancelled)
+            task_status.started()
+
+    async def _own_thread(self, attached: trio.Event) -> None:
+        try:
+            await trio.to_thread.run_sync(self._thread_main, attached)
+        finally:
+            self._gone = True
+            for finish in list(self._pending.values()):
+                finish((False, EditorGone("Neovim went away")))
+            self._pending.clear()
+        if not self._stopping:
+            raise EditorGone("Neovim closed the connection")
+
+    async def _stop_loop_when_cancelled(self) -> None:
+        try:
+            await trio.sleep_forever()
+        finally:
+            self._stopping = True
+            self._hop(self._nvim.stop_loop)
+
+    def _thread_main(self, attached: trio.Event) -> None:
+        kind, kwargs = parse_address(self.address)
+        try:
+            nvim = pynvim.attach(kind, **kwargs)
+        except OSError as exc:
+            raise EditorGone(f"cannot reach Neovim at {self.address}: {exc}") from exc
+        self._nvim = nvim
+
+        def setup() -> None:
+            self._channel_id = nvim.channel_id
+            self._to_trio(attached.set)
+
+        def on_request(name: str, args: list[Any]) -> Any:
+            raise RuntimeError(f"claude-nvim takes no RPC requests (got {name!r})")
+
+        def on_notification(name: str, args: list[Any]) -> None:
+            self._to_trio(self._notified, name, args)
+
+        try:
+            nvim.run_loop(on_request, on_notification, setup, err_cb=log.debug)
+        except (OSError, EOFError) as exc:
+            log.debug("Neovim RPC loop ended: %r", exc)
+        finally:
+            nvim.close()
+
+    def _to_trio(self, fn: Callable[..., object], *args: Any) -> None:
+        assert self._token is not None
+        with contextlib.suppress(trio.RunFinishedError):  # shutting down: nobody waits any more
+            self._token.run_sync_soon(fn, *args)
+
+    def _hop(self, fn: Callable[[], object]) -> None:
+        """Run ``fn`` in a greenlet on the pynvim thread, where requests are allowed."""
+        with contextlib.suppress(RuntimeError):  # the loop is already closed
+            self._nvim.loop.call_soon_threadsafe(lambda: greenlet.greenlet(fn).switch())
+
+    async def _roundtrip(self, method: str, args: list[Any]) -> Any:
+        if self._gone or self._nvim is None:
+            raise EditorGone("Neovim is not attached")
+        call_id = next(self._ids)
+        done = trio.Event()
+        outcome: list[tuple[bool, Any]] = []
+
+        def finish(result: tuple[bool, Any]) -> None:
+            if self._pending.pop(call_id, None) is not None:
+                outcome.append(result)
+                done.set()
+
+        def in_greenlet() -> None:
+            try:
+                # The session's request, not Nvim.request: that one walks every argument and
+                # result in Python to swap in Buffer/Window objects we never use.
+                result: tuple[bool, Any] = (True, self._nvim._session.request(method, *args))
+            except pynvim.NvimError as exc:
+                result = (False, EditorError(error_text(exc.args[0] if exc.args else exc)))
+            except (OSError, EOFError):
+                result = (False, EditorGone("Neovim went away"))
+            except Exception as exc:
+                result = (False, exc)
+            self._to_trio(finish, result)
+
+        self._pending[call_id] = finish
+        try:
+            self._hop(in_greenlet)
+            await done.wait()
+        finally:
+            self._pending.pop(call_id, None)
+        ok, value = outcome[0]
+        if not ok:
+            raise value
+        # Lua hands back handles as numbers; API calls return them as msgpack ext types.
+        return value if method == "nvim_exec_lua" else _plain(value)
+
+    def _send_notification(self, method: str, args: list[Any]) -> None:
+        if not self._gone and self._nvim is not None:
+            self._hop(lambda: self._nvim._session.request(method, *args, async_=True))
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with Buffer/Window/Tabpage ext types replaced by their integer handles."""
+    if isinstance(value, msgpack.ExtType):
+        return msgpack.unpackb(value.data)
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    return value

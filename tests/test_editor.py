@@ -1,0 +1,142 @@
+"""The editor clients against a real headless Neovim: both must keep the same contract."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+import pytest
+import trio
+
+from claude_nvim.editor import EditorError, EditorGone, EditorTimeout, SocketEditor
+from claude_nvim.pynvim_editor import PynvimEditor
+
+CLIENTS = {"socket": SocketEditor, "pynvim": PynvimEditor}
+
+
+@pytest.fixture(params=sorted(CLIENTS))
+def client_class(request):
+    return CLIENTS[request.param]
+
+
+@contextlib.asynccontextmanager
+async def attached(client_class, address: str, **options) -> AsyncIterator:
+    editor = client_class(address, **options)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(editor.run)
+        yield editor
+        nursery.cancel_scope.cancel()
+
+
+async def test_requests_and_lua_calls_return_plain_data(client_class, nvim_address):
+    async with attached(client_class, nvim_address) as editor:
+        assert editor.channel_id > 0
+        assert await editor.request("nvim_eval", "1 + 2") == 3
+        buffer = await editor.request("nvim_get_current_buf")
+        assert buffer == 1 and isinstance(buffer, int)  # a handle, as a plain integer
+        assert await editor.exec_lua("return {...}", 1, [2, None], {"k": True}) == [
+            1, [2, None], {"k": True}]
+
+
+async def test_errors_name_what_went_wrong(client_class, nvim_address):
+    async with attached(client_class, nvim_address) as editor:
+        with pytest.raises(EditorError) as info:
+            await editor.exec_lua("error('no such thing')")
+        assert "no such thing" in str(info.value)
+        assert "stack traceback" not in str(info.value)
+        with pytest.raises(EditorError, match=r"claude_nvim\.missing is not installed"):
+            await editor.call_lua("claude_nvim.missing", "fn")
+        with pytest.raises(EditorError, match="Invalid buffer id"):
+            await editor.request("nvim_buf_get_lines", 999, 0, -1, True)
+        assert await editor.request("nvim_eval", "1") == 1  # still fine afterwards
+
+
+async def test_bytes_that_are_not_utf8_survive_both_ways(client_class, nvim_address):
+    async with attached(client_class, nvim_address) as editor:
+        name = "caf\udce9 | `x` %.txt"  # Latin-1 "é" as Python carries an undecodable byte
+        assert await editor.exec_lua("return ...", name) == name
+        assert await editor.exec_lua("return #...", name) == len(name.encode(
+            "utf-8", "surrogateescape"))
+        assert await editor.exec_lua("return '\\xff\\xfe'") == "\udcff\udcfe"
+
+
+async def test_notifications_reach_their_handler_in_order(client_class, nvim_address):
+    async with attached(client_class, nvim_address) as editor:
+        seen: list[list] = []
+        editor.on_notification("probe", seen.append)
+        await editor.exec_lua(
+            "for i = 1, 3 do vim.rpcnotify(..., 'probe', i, 'x') end", editor.channel_id)
+        with trio.fail_after(5):
+            while len(seen) < 3:
+                await trio.sleep(0.01)
+        assert seen == [[1, "x"], [2, "x"], [3, "x"]]
+
+
+async def test_call_lua_soon_runs_before_later_requests(client_class, nvim_address):
+    async with attached(client_class, nvim_address) as editor:
+        await editor.exec_lua("package.loaded['probe'] = {set = function(v) vim.g.probe = v end}")
+        editor.call_lua_soon("probe", "set", "sent without waiting")
+        assert await editor.request("nvim_get_var", "probe") == "sent without waiting"
+
+
+async def test_concurrent_requests_each_get_their_own_answer(client_class, nvim_address):
+    async with attached(client_class, nvim_address) as editor:
+        answers: dict[int, object] = {}
+
+        async def ask(n: int) -> None:
+            answers[n] = await editor.exec_lua("return ... * 2", n)
+
+        async with trio.open_nursery() as nursery:
+            for n in range(300):
+                nursery.start_soon(ask, n)
+        assert answers == {n: n * 2 for n in range(300)}
+
+
+async def test_a_big_answer_arrives_whole(client_class, nvim_address):
+    async with attached(client_class, nvim_address) as editor:
+        text = await editor.exec_lua("return string.rep('abcdefgh', 3 * 1024 * 1024)")
+        assert len(text) == 24 * 2**20 and text[:8] == "abcdefgh"
+
+
+async def test_a_slow_neovim_times_out_and_the_client_recovers(client_class, nvim_address):
+    async with attached(client_class, nvim_address, timeout=0.2) as editor:
+        with pytest.raises(EditorTimeout, match=r"did not answer within 0\.2 s"):
+            await editor.exec_lua("vim.uv.sleep(400)")
+        await trio.sleep(0.4)  # the late answer arrives meanwhile, and is dropped
+        assert await editor.request("nvim_eval", "7") == 7
+        assert await editor.exec_lua("vim.uv.sleep(300) return 1", timeout=None) == 1
+
+
+async def test_a_request_from_neovim_is_refused_not_left_hanging(client_class, nvim_address):
+    async with attached(client_class, nvim_address) as editor:
+        ok, message = await editor.exec_lua(
+            "return {pcall(vim.rpcrequest, ..., 'anything')}", editor.channel_id)
+        assert ok is False and "takes no RPC requests" in message
+
+
+async def test_neovim_quitting_fails_waiting_calls_and_ends_run(client_class, nvim_address):
+    outcome: list[BaseException] = []
+    with pytest.raises(BaseExceptionGroup) as info:
+        async with attached(client_class, nvim_address) as editor:
+
+            async def wait_forever() -> None:
+                try:
+                    await editor.exec_lua("vim.uv.sleep(200) vim.cmd('qall!')", timeout=None)
+                except EditorGone as exc:
+                    outcome.append(exc)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(wait_forever)
+            await trio.sleep_forever()
+    assert [type(e) for e in outcome] == [EditorGone]
+    assert info.group_contains(EditorGone, depth=None)
+
+
+async def test_an_unreachable_address_says_so(client_class, tmp_path):
+    with pytest.raises(BaseException) as info:
+        async with attached(client_class, str(tmp_path / "no-such-socket")):
+            pass
+    gone = info.value
+    while isinstance(gone, BaseExceptionGroup):
+        gone = gone.exceptions[0]
+    assert isinstance(gone, EditorGone) and "cannot reach Neovim" in str(gone)
