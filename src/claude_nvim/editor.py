@@ -143,9 +143,12 @@ class EditorBase:
         """Make one Neovim API request; ``timeout=None`` waits as long as it takes."""
         limit = self.timeout if timeout == USE_DEFAULT else timeout
         try:
-            # Our own queue is not Neovim's fault: its wait has a limit of its own.
-            with trio.fail_after(QUEUE_TIMEOUT if limit is not None else math.inf):
-                await self._slots.acquire()
+            try:
+                self._slots.acquire_nowait()
+            except trio.WouldBlock:
+                # Our own queue is not Neovim's fault: its wait has a limit of its own.
+                with trio.fail_after(QUEUE_TIMEOUT if limit is not None else math.inf):
+                    await self._slots.acquire()
             try:
                 with trio.fail_after(limit if limit is not None else math.inf):
                     return await self._roundtrip(method, list(args))
