@@ -621,3 +621,16 @@ async def test_a_100000_line_selection_is_read_whole_in_slices(client, nvim, tmp
     await nvim.request("nvim_eval", "1")
     latest = await client.call_json("getLatestSelection")
     assert latest["text"] == got["text"]
+
+
+@pytest.mark.parametrize("keys", ["3Gwv4990jb", "3Gwv4990j$", "3GV4990j"])
+async def test_a_big_selection_reads_as_yank_would_copy_it(client, nvim, tmp_path, keys):
+    path = tmp_path / "big.txt"
+    await edit(nvim, path, [f"row {i} é😀 end" for i in range(6000)])
+    await feed(nvim, keys)
+    got = await client.call_json("getCurrentSelection")
+    await feed(nvim, "y")
+    yanked = await nvim.exec_lua("return vim.fn.getreg('\"')")
+    # A linewise yank ends with a line break; a linewise selection's text does not.
+    assert got["text"] == (yanked[:-1] if "V" in keys else yanked)
+    assert len(got["text"]) > 75_000  # more than Lua reads itself (LUA_ROWS)

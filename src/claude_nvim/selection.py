@@ -11,7 +11,7 @@ from typing import Any
 
 import trio
 
-from .editor import BIG_READS, Editor
+from .editor import BIG_READS, Editor, EditorError
 from .tool import ToolError
 
 MODULE = "claude_nvim.selection"
@@ -21,7 +21,14 @@ TEXT_CAP = 10_000
 WINDOW_MS = 50
 """The throttle window: at most one notification per window, the final state always sent."""
 
-LUA = f"local CAP, WINDOW_MS, EVENT = {TEXT_CAP}, {WINDOW_MS}, '{NOTIFICATION}'\n" + r"""
+LUA_ROWS = 2000
+"""Rows a full read takes in Lua at most; longer charwise/linewise selections read the rest
+with plain nvim_buf_get_lines requests (see ``read_full``)."""
+READ_ROWS = 5000
+"""Rows per nvim_buf_get_lines request of a big read: about 1 ms of Neovim's time each."""
+
+LUA = (f"local CAP, WINDOW_MS, EVENT, LUA_ROWS = {TEXT_CAP}, {WINDOW_MS}, '{NOTIFICATION}', "
+       f"{LUA_ROWS}\n") + r"""
 local api = vim.api
 local core = package.loaded['claude_nvim']
 local M = {}
@@ -132,11 +139,20 @@ local function ordered(a, b)
 end
 
 -- The selection from a to b (in either order) as a payload. With a budget, a big one stops
--- early and says how to read on with M.slice (`more`): the editor is never held for long.
+-- early and says how to read on (`more`): the editor is never held for long. The whole middle
+-- rows of a big charwise or linewise selection are left to nvim_buf_get_lines requests, which
+-- skip Lua strings and cost a third of reading them here (`more.rows`, `more.tail`); other
+-- selections go on with M.slice.
 local function region(buf, kind, a, b, cap, budget_ms)
   a, b = ordered(a, b)
   return api.nvim_buf_call(buf, function()
     local s = shape(buf, kind, a, b)
+    if budget_ms and kind ~= '\22' and b[1] - a[1] > LUA_ROWS then
+      local p = payload(buf, s.fragment(a[1], line_at(buf, a[1])), false, s.sl, s.sc, s.el, s.ec)
+      p.more = { buf = buf, tick = api.nvim_buf_get_changedtick(buf), rows = { a[1] + 1, b[1] },
+                 tail = '\n' .. s.fragment(b[1], line_at(buf, b[1])) .. (s.tail or '') }
+      return p
+    end
     local text, truncated, next_row = collect(buf, a[1], b[1], s.fragment, cap, budget_ms)
     if s.tail and not truncated and not next_row then text = text .. s.tail end
     local p = payload(buf, text, truncated, s.sl, s.sc, s.el, s.ec)
@@ -297,7 +313,7 @@ SLICE_MS = 10
 
 
 async def read_full(editor: Editor, fn: str) -> dict[str, Any] | None:
-    """The selection from ``fn`` ("current" or "latest") with its full text, read in slices.
+    """The selection from ``fn`` ("current" or "latest") with its full text, read in parts.
 
     Raises :class:`ToolError` when the buffer keeps changing under the read.
     """
@@ -309,18 +325,44 @@ async def read_full(editor: Editor, fn: str) -> dict[str, Any] | None:
         more = payload.pop("more", None)
         if more is None:
             return payload
-        parts = [payload["text"]]
         async with BIG_READS:
-            while more is not None:
-                part = await editor.call_lua(MODULE, "slice", more, SLICE_MS)
-                if part is None:
-                    break  # the buffer changed: read it all again
-                parts.append(part["text"])
-                more = {**more, "next": part["next"]} if part.get("next") is not None else None
-            else:
-                payload["text"] = "\n".join(parts)
-                return payload
+            read_rest = _read_rows if "rows" in more else _read_slices
+            rest = await read_rest(editor, more)
+        if rest is not None:
+            payload["text"] += rest
+            return payload
+        # else the buffer changed under the read: read it all again
     raise ToolError("the selection kept changing while it was read; try again")
+
+
+async def _read_rows(editor: Editor, more: dict[str, Any]) -> str | None:
+    """Whole rows ``more["rows"]`` (from, to) as text after a line break, then ``more["tail"]``;
+    ``None`` when the buffer changed meanwhile."""
+    buf, (first, stop), tail = more["buf"], more["rows"], str(more["tail"])
+    parts = [""]
+    try:
+        for row in range(first, stop, READ_ROWS):
+            parts += await editor.request("nvim_buf_get_lines", buf, row,
+                                          min(row + READ_ROWS, stop), True)
+        # Requests run in order and the tick only grows: unchanged now means unchanged
+        # throughout, so the rows all come from one version of the buffer.
+        if await editor.request("nvim_buf_get_changedtick", buf) != more["tick"]:
+            return None
+    except EditorError:
+        return None  # the buffer is gone, or lost the rows
+    return "\n".join(parts) + tail
+
+
+async def _read_slices(editor: Editor, more: dict[str, Any]) -> str | None:
+    parts = [""]
+    while True:
+        part = await editor.call_lua(MODULE, "slice", more, SLICE_MS)
+        if part is None:
+            return None
+        parts.append(part["text"])
+        if part.get("next") is None:
+            return "\n".join(parts)
+        more = {**more, "next": part["next"]}
 
 
 class SelectionTracker:
