@@ -137,6 +137,7 @@ async def test_no_file_buffers_no_tabs(client):
 # getDiagnostics
 
 SAMPLE = "h\u00e9llo \U0001f600x = 1"  # the x is at byte 11 and at UTF-16 character 8
+MESSAGE = '"x" is not defined: 100% {%s}\n\\ \t ü'  # JSON and format() specials
 
 
 async def test_a_diagnostic_in_the_clis_shape(client, nvim, tmp_path):
@@ -144,11 +145,11 @@ async def test_a_diagnostic_in_the_clis_shape(client, nvim, tmp_path):
     await edit(nvim, path)
     await set_diagnostics(nvim, path, [{
         "lnum": 1, "col": 11, "end_lnum": 1, "end_col": 12, "severity": 1,
-        "message": "\"x\" is not defined", "source": "Pyright", "code": "reportUndefinedVariable",
+        "message": MESSAGE, "source": "Pyright", "code": "reportUndefinedVariable",
     }])
     answer = await diagnostics(client, {"uri": "file://" + str(path)})
     assert answer == [{"uri": "file://" + str(path), "diagnostics": [{
-        "message": "\"x\" is not defined", "severity": "Error",
+        "message": MESSAGE, "severity": "Error",
         "range": {"start": {"line": 1, "character": 8}, "end": {"line": 1, "character": 9}},
         "source": "Pyright", "code": "reportUndefinedVariable",
     }]}]

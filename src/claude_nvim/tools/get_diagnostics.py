@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..editor import BIG_READS
 from ..hookspecs import hookimpl
 from ..paths import candidate_paths
-from ..tool import BOTH, JSON, Register, Tool, ToolContext, ToolResult, json_result, text_result
+from ..tool import BOTH, JSON, Register, Tool, ToolContext, ToolResult, text_result
 
 SLICE_MS = 10
 """How long one call may hold Neovim while collecting every file's diagnostics."""
@@ -16,50 +16,70 @@ local core = package.loaded['claude_nvim']
 local M = {}
 local SEVERITY = { 'Error', 'Warning', 'Information', 'Hint' }
 
--- Diagnostics in the CLI's shape. Columns become UTF-16 using the buffer's lines, read once
--- per row. An unchanged diagnostic must serialise identically: the CLI compares them.
-local function convert(buf, diagnostics)
-  local lines = {}
+-- A function(row, col) giving a byte column of `buf` as UTF-16, reading each row once; an
+-- ASCII row (most code) needs no conversion.
+local function characters(buf)
   local loaded = api.nvim_buf_is_loaded(buf)
-  local function character(row, col)
+  local lines, ascii = {}, {}
+  return function(row, col)
     if not loaded then return col end
-    if lines[row] == nil then
-      lines[row] = api.nvim_buf_get_lines(buf, row, row + 1, false)[1] or false
+    local line = lines[row]
+    if line == nil then
+      line = api.nvim_buf_get_lines(buf, row, row + 1, false)[1] or false
+      lines[row], ascii[row] = line, line and not line:find('[\128-\255]')
     end
-    return lines[row] and core.utf16(lines[row], col) or col
+    if not line then return col end
+    if ascii[row] then return math.max(0, math.min(col, #line)) end
+    return core.utf16(line, col)
   end
-  table.sort(diagnostics, function(a, b)
-    if a.lnum ~= b.lnum then return a.lnum < b.lnum end
-    return a.col < b.col
-  end)
-  local out = {}
-  for i, d in ipairs(diagnostics) do
-    local end_lnum, end_col = d.end_lnum or d.lnum, d.end_col or d.col
-    out[i] = {
-      message = d.message,
-      severity = SEVERITY[d.severity] or 'Error',
-      range = {
-        start = { line = d.lnum, character = character(d.lnum, d.col) },
-        ['end'] = { line = end_lnum, character = character(end_lnum, end_col) },
-      },
-      source = d.source or '',
-      code = d.code ~= nil and tostring(d.code) or nil,
-    }
-  end
-  return out
 end
 
-function M.for_file(candidates)
+local function by_position(a, b)
+  if a.lnum ~= b.lnum then return a.lnum < b.lnum end
+  return a.col < b.col
+end
+
+-- `diagnostics` in position order (usually they already are: checking is cheaper than sorting).
+local function sorted(diagnostics)
+  for i = 2, #diagnostics do
+    if by_position(diagnostics[i], diagnostics[i - 1]) then
+      table.sort(diagnostics, by_position)
+      break
+    end
+  end
+  return diagnostics
+end
+
+local encode = vim.json.encode
+local DIAGNOSTIC = '{"message":%s,"severity":"%s","range":{"start":{"line":%d,"character":%d},'
+  .. '"end":{"line":%d,"character":%d}},"source":%s%s}'
+
+-- The JSON of {uri, diagnostics} in the CLI's shape. Written out with a format, not built as
+-- tables for vim.json.encode: half the time for 50,000 diagnostics. An unchanged diagnostic
+-- must serialise identically (the CLI compares them), so the key order is fixed here.
+local function file_json(uri, buf, diagnostics)
+  local character = characters(buf)
+  local out = {}
+  for i, d in ipairs(sorted(diagnostics)) do
+    local end_lnum, end_col = d.end_lnum or d.lnum, d.end_col or d.col
+    out[i] = DIAGNOSTIC:format(
+      encode(d.message), SEVERITY[d.severity] or 'Error',
+      d.lnum, character(d.lnum, d.col), end_lnum, character(end_lnum, end_col),
+      encode(d.source or ''), d.code ~= nil and ',"code":' .. encode(tostring(d.code)) or '')
+  end
+  return '{"uri":' .. encode(uri) .. ',"diagnostics":[' .. table.concat(out, ',') .. ']}'
+end
+
+function M.for_file(uri, candidates)
   local buf = core.find_buffer(candidates)
-  if buf == nil then return {} end
-  core.refresh(buf)
-  return convert(buf, vim.diagnostic.get(buf))
+  if buf ~= nil then core.refresh(buf) end
+  return file_json(uri, buf or 0, buf and vim.diagnostic.get(buf) or {})
 end
 
 -- Loaded, named buffers with at least one diagnostic, from the `from`-th buffer on, for at
 -- most `budget_ms`: {files = {<JSON of {uri, diagnostics}>, ...}, next = index or nil}.
 -- The server asks again from `next`, so the editor is never held for long, whatever the
--- number of diagnostics. JSON made here (in C) costs the server a third of decoding tables.
+-- number of diagnostics. JSON made here costs the server a third of decoding tables.
 function M.all(from, budget_ms)
   local started = (vim.uv or vim.loop).hrtime()
   local buffers = api.nvim_list_bufs()
@@ -73,8 +93,7 @@ function M.all(from, budget_ms)
     if name ~= '' and api.nvim_buf_is_loaded(buf) then
       local diagnostics = vim.diagnostic.get(buf)
       if #diagnostics > 0 then
-        files[#files + 1] = vim.json.encode({ uri = core.file_url(name),
-                                              diagnostics = convert(buf, diagnostics) })
+        files[#files + 1] = file_json(core.file_url(name), buf, diagnostics)
       end
     end
   end
@@ -88,9 +107,8 @@ return M
 async def get_diagnostics(ctx: ToolContext, args: JSON) -> ToolResult:
     uri = args.get("uri")
     if uri:
-        diagnostics = await ctx.call_lua("for_file", candidate_paths(uri))
         # The CLI only trusts an answer whose uri is exactly the one it sent.
-        return json_result([{"uri": uri, "diagnostics": diagnostics}])
+        return text_result("[" + await ctx.call_lua("for_file", uri, candidate_paths(uri)) + "]")
     part = await ctx.call_lua("all", 1, SLICE_MS)
     files: list[str] = part["files"]
     if part.get("next") is not None:
