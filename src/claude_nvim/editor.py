@@ -93,7 +93,7 @@ def editor_for(address: str, *, timeout: float = DEFAULT_TIMEOUT,
 
 
 def parse_address(address: str) -> tuple[str, dict[str, Any]]:
-    """pynvim ``attach`` arguments for a Neovim RPC address: a socket path, pipe or host:port."""
+    """``("tcp", {address, port})`` or ``("socket", {path})`` for a Neovim RPC address."""
     match = re.fullmatch(r"\[?([\w.:-]+?)\]?:(\d+)", address)
     if match and not os.path.exists(address):
         return "tcp", {"address": match[1], "port": int(match[2])}
