@@ -288,6 +288,29 @@ async def test_without_uri_every_loaded_named_buffer_with_diagnostics(client, nv
         assert await diagnostics(client, {"uri": entry["uri"]}) == [entry]
 
 
+async def test_all_diagnostics_follow_every_change(client, nvim, tmp_path):
+    path = write(tmp_path / "a.c", "x = 1\n")
+    buf = await edit(nvim, path)
+    await set_diagnostics(nvim, path, [{"lnum": 0, "col": 4, "end_lnum": 0, "end_col": 5,
+                                        "message": "first"}])
+
+    async def only_file() -> dict:
+        [entry] = await diagnostics(client)
+        return entry
+
+    assert [d["message"] for d in (await only_file())["diagnostics"]] == ["first"]
+    await set_diagnostics(nvim, path, [{"lnum": 0, "col": 4, "message": "second"}])
+    assert [d["message"] for d in (await only_file())["diagnostics"]] == ["second"]
+    # The same diagnostic (byte 4) after the text before it changed: a new UTF-16 column.
+    await nvim.request("nvim_buf_set_lines", buf, 0, 1, True, ["😀= 1"])
+    assert (await only_file())["diagnostics"][0]["range"]["start"] == {
+        "line": 0, "character": 2}
+    await nvim.request("nvim_command", f"file {tmp_path / 'renamed.c'}")
+    assert (await only_file())["uri"] == "file://" + str(tmp_path / "renamed.c")
+    await nvim.exec_lua("vim.diagnostic.reset()")
+    assert await diagnostics(client) == []
+
+
 async def test_diagnostics_of_an_unloaded_buffer_are_left_out(client, nvim, tmp_path):
     loaded = write(tmp_path / "loaded.c")
     unloaded = write(tmp_path / "unloaded.c")

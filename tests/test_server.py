@@ -252,17 +252,25 @@ async def test_a_second_server_for_the_same_neovim_refuses(app, nvim_address, tm
         assert (await client.request("ping"))["result"] == {}
 
 
+COUNT_AUTOCMDS = """
+local n = 0
+for _, a in ipairs(vim.api.nvim_get_autocmds({})) do
+  if (a.group_name or ''):match('^claude_nvim') then n = n + 1 end
+end
+return n"""
+
+
 async def test_a_server_replaces_one_that_died(nvim_address, nvim, tmp_path):
-    count_autocmds = "return #vim.api.nvim_get_autocmds({group = 'claude_nvim'})"
     async with running_app(nvim_address, lock_directory=tmp_path / "a"):
-        first = await nvim.exec_lua(count_autocmds)
+        first = await nvim.exec_lua(COUNT_AUTOCMDS)
+    assert await nvim.exec_lua(COUNT_AUTOCMDS) == 0  # a clean stop takes them all away
     # Simulate a crash: the claim and the autocmds are still there, for a channel now gone.
     await nvim.exec_lua("vim.g.claude_nvim_server = {channel = 999, pid = 1, port = 1}\n"
                         "package.loaded['claude_nvim'].start(999)")
-    assert await nvim.exec_lua(count_autocmds) == first
+    assert await nvim.exec_lua(COUNT_AUTOCMDS) > 0
     async with running_app(nvim_address, lock_directory=tmp_path / "b") as app:
         assert first > 0
-        assert await nvim.exec_lua(count_autocmds) == first  # replaced, not duplicated
+        assert await nvim.exec_lua(COUNT_AUTOCMDS) == first  # replaced, not duplicated
         async with mcp_client(app.port, app.token) as client:
             assert (await client.call_json("getOpenEditors"))["tabs"] == []
 

@@ -76,6 +76,30 @@ function M.for_file(uri, candidates)
   return file_json(uri, buf or 0, buf and vim.diagnostic.get(buf) or {})
 end
 
+-- Each buffer's JSON, kept while its diagnostics, text (UTF-16 columns) and name stay the
+-- same: an "all" after an edit converts only the buffers that changed.
+local cache = {}  -- buf -> { tick, name, json or false (no diagnostics) }
+local group = api.nvim_create_augroup('claude_nvim_diagnostics', { clear = true })
+api.nvim_create_autocmd({ 'DiagnosticChanged', 'BufUnload', 'BufWipeout' }, {
+  group = group, callback = function(ev) cache[ev.buf] = nil end,
+})
+
+function M.stop()
+  pcall(api.nvim_del_augroup_by_id, group)
+  cache = {}
+end
+
+local function cached_json(buf, name)
+  local tick, entry = api.nvim_buf_get_changedtick(buf), cache[buf]
+  if not (entry and entry.tick == tick and entry.name == name) then
+    local diagnostics = vim.diagnostic.get(buf)
+    entry = { tick = tick, name = name,
+              json = #diagnostics > 0 and file_json(core.file_url(name), buf, diagnostics) }
+    cache[buf] = entry
+  end
+  return entry.json
+end
+
 -- Loaded, named buffers with at least one diagnostic, from the `from`-th buffer on, for at
 -- most `budget_ms`: {files = {<JSON of {uri, diagnostics}>, ...}, next = index or nil}.
 -- The server asks again from `next`, so the editor is never held for long, whatever the
@@ -91,10 +115,7 @@ function M.all(from, budget_ms)
     local buf = buffers[i]
     local name = api.nvim_buf_get_name(buf)
     if name ~= '' and api.nvim_buf_is_loaded(buf) then
-      local diagnostics = vim.diagnostic.get(buf)
-      if #diagnostics > 0 then
-        files[#files + 1] = file_json(core.file_url(name), buf, diagnostics)
-      end
+      files[#files + 1] = cached_json(buf, name) or nil
     end
   end
   return { files = files }
