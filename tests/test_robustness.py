@@ -10,8 +10,9 @@ import pytest
 import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from trio_websocket import open_websocket
 
-from claude_nvim.editor import EditorGone, editor_for
+from claude_nvim.editor import EditorGone, answering, big_read, editor_for
 from claude_nvim.plugins import load_tools
 from claude_nvim.server import App
 from claude_nvim.testing import mcp_client
@@ -244,3 +245,60 @@ async def test_clients_resetting_mid_handshake_do_not_take_the_server_down(app):
     await trio.sleep(0.2)
     async with mcp_client(app.port, app.token) as client:
         assert (await client.request("ping"))["result"] == {}
+
+
+async def test_a_client_that_stops_reading_is_dropped_and_blocks_nobody(
+        nvim_address, nvim, tmp_path):
+    # 24 MB of selection: more than the socket buffers hold, so a reply to a client that
+    # does not read cannot be sent whole.
+    big = tmp_path / "big.txt"
+    big.write_text("".join(f"{i:079d}\n" for i in range(300000)))
+    await nvim.request("nvim_command", f"edit {big}")
+    await nvim.request("nvim_input", "ggVG")
+    app = App(editor_for(nvim_address), load_tools().tools, lock_directory=tmp_path / "ide",
+              send_timeout=0.5)
+    call = {"jsonrpc": "2.0", "method": "tools/call",
+            "params": {"name": "getCurrentSelection", "arguments": {}}}
+    async with trio.open_nursery() as nursery:
+        await nursery.start(app.run)
+        headers = [(b"x-claude-code-ide-authorization", app.token.encode())]
+        # message_queue_size=0: its reader stops reading after the first whole message.
+        async with open_websocket("127.0.0.1", app.port, "/", use_ssl=False,
+                                  subprotocols=["mcp"], extra_headers=headers,
+                                  message_queue_size=0) as stuck:
+            for n in range(3):
+                await stuck.send_message(json.dumps({**call, "id": n}))
+            await trio.sleep(0.2)
+            async with mcp_client(app.port, app.token) as client:
+                with trio.fail_after(15):
+                    answer = await client.call_json("getCurrentSelection")
+                assert len(answer["text"]) == 300000 * 80 - 1
+                with trio.fail_after(5):
+                    while not stuck.closed:
+                        await trio.sleep(0.05)
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_big_read_slot_is_kept_until_the_answer_is_sent():
+    order: list[str] = []
+
+    async def answer(name: str) -> None:
+        async with answering():
+            async with big_read():
+                order.append(f"{name} read")
+            async with big_read():  # again, in the same answer: no deadlock
+                order.append(f"{name} read again")
+            await trio.sleep(0.05)  # sending
+            order.append(f"{name} sent")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(answer, "first")
+        await trio.sleep(0.01)
+        nursery.start_soon(answer, "second")
+    assert order == ["first read", "first read again", "first sent",
+                     "second read", "second read again", "second sent"]
+    async with big_read():  # outside an answer: released at the end of the block
+        pass
+    with trio.fail_after(1):
+        async with big_read():
+            pass

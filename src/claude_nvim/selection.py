@@ -11,7 +11,7 @@ from typing import Any
 
 import trio
 
-from .editor import BIG_READS, Editor, EditorError
+from .editor import Editor, EditorError, big_read
 from .tool import ToolError
 
 MODULE = "claude_nvim.selection"
@@ -325,7 +325,7 @@ async def read_full(editor: Editor, fn: str) -> dict[str, Any] | None:
         more = payload.pop("more", None)
         if more is None:
             return payload
-        async with BIG_READS:
+        async with big_read():
             read_rest = _read_rows if "rows" in more else _read_slices
             rest = await read_rest(editor, more)
         if rest is not None:

@@ -17,7 +17,7 @@ import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection, WebSocketRequest
 
 from . import diffs, lockfile, lua_util, mentions, selection, websocket
-from .editor import Editor, parse_address
+from .editor import Editor, answering, parse_address
 from .mcp import McpSession, encode, notification
 from .tool import JSON, ConnectionInfo, Tool, ToolContext
 
@@ -55,10 +55,14 @@ class App:
         lock_directory: Path | None = None,
         token: str | None = None,
         handshake_timeout: float = 10.0,
+        send_timeout: float = 30.0,
     ) -> None:
         self.editor = editor
         self.handshake_timeout = handshake_timeout
         """Seconds a client has to finish the HTTP upgrade (slow or silent clients are dropped)."""
+        self.send_timeout = send_timeout
+        """Seconds a client has to take one message: one that stops reading is dropped, as it
+        would otherwise hold its answer, and the big-read slot, forever."""
         self.tools = dict(tools)
         self._tools_for = {
             endpoint: {name: t for name, t in self.tools.items() if endpoint in t.exposure}
@@ -276,9 +280,23 @@ class App:
 
     async def _answer(self, ws: WebSocketConnection, session: McpSession,
                       message: str | bytes) -> None:
-        reply = await session.handle(message)
-        if reply is not None:
-            await _send(ws, reply)
+        async with answering():
+            reply = await session.handle(message)
+            if reply is not None:
+                await self._send(ws, reply)
+
+    async def _send(self, ws: WebSocketConnection, message: JSON) -> bool:
+        """Send one message; ``False`` when the connection is gone (normal life) or dropped."""
+        try:
+            with trio.move_on_after(self.send_timeout) as sending:
+                await ws.send_message(encode(message))
+        except ConnectionClosed:
+            return False
+        if sending.cancelled_caught:
+            log.warning("dropping a client that took no message for %g s", self.send_timeout)
+            await websocket.abort(ws)
+            return False
+        return True
 
     async def _notify_client(self, ws: WebSocketConnection, session: McpSession) -> None:
         """Send a client its notifications once it listens: the selection, then @-mentions."""
@@ -295,7 +313,7 @@ class App:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._push_selection, ws)
                 async for message in inbox:
-                    if not await _send(ws, message):
+                    if not await self._send(ws, message):
                         break
                 nursery.cancel_scope.cancel()
         finally:
@@ -305,7 +323,7 @@ class App:
         version = 0
         while True:
             version, payload = await self.selection.wait_newer(version)
-            if not await _send(ws, notification("selection_changed", payload)):
+            if not await self._send(ws, notification("selection_changed", payload)):
                 return
 
     async def _keep_alive(self, ws: WebSocketConnection) -> None:
@@ -320,12 +338,3 @@ class App:
                 log.info("closing a connection that did not answer a ping in %g s", PONG_TIMEOUT)
                 await ws.aclose(1011, "ping timeout")
                 return
-
-
-async def _send(ws: WebSocketConnection, message: JSON) -> bool:
-    """Send one message; ``False`` when the connection is already gone (normal life)."""
-    try:
-        await ws.send_message(encode(message))
-    except ConnectionClosed:
-        return False
-    return True

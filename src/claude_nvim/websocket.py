@@ -38,7 +38,7 @@ class _Connection(WebSocketConnection):
                 if self._send_failed:
                     raise ConnectionClosed(self._close_reason)
                 return
-            data = b"".join(self._unsent)
+            data = b"".join(self._unsent) if len(self._unsent) > 1 else self._unsent[0]
             self._unsent.clear()
             try:
                 await self._stream.send_all(data)
@@ -85,6 +85,12 @@ class Server(WebSocketServer):
             finally:
                 with trio.move_on_after(self._disconnect_timeout):
                     await connection.aclose()
+
+
+async def abort(ws: WebSocketConnection) -> None:
+    """Drop a connection at once, without a close handshake: its peer is not reading."""
+    await ws._abort_web_socket()
+    await ws._close_stream()
 
 
 async def serve(handler: Any, port: int, *, max_message_size: int, handshake_timeout: float,

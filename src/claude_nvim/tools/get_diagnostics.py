@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..editor import BIG_READS
+from ..editor import big_read
 from ..hookspecs import hookimpl
 from ..paths import candidate_paths
 from ..tool import BOTH, JSON, Register, Tool, ToolContext, ToolResult, text_result
@@ -130,14 +130,13 @@ async def get_diagnostics(ctx: ToolContext, args: JSON) -> ToolResult:
     if uri:
         # The CLI only trusts an answer whose uri is exactly the one it sent.
         return text_result("[" + await ctx.call_lua("for_file", uri, candidate_paths(uri)) + "]")
-    part = await ctx.call_lua("all", 1, SLICE_MS)
-    files: list[str] = part["files"]
-    if part.get("next") is not None:
-        async with BIG_READS:  # many diagnostics: one such read at a time
-            while part.get("next") is not None:  # a slice of the buffers per call: see M.all
-                part = await ctx.call_lua("all", part["next"], SLICE_MS)
-                files += part["files"]
-    return text_result("[" + ",".join(files) + "]")
+    async with big_read():  # it may be megabytes
+        part = await ctx.call_lua("all", 1, SLICE_MS)
+        files: list[str] = part["files"]
+        while part.get("next") is not None:  # a slice of the buffers per call: see M.all
+            part = await ctx.call_lua("all", part["next"], SLICE_MS)
+            files += part["files"]
+        return text_result("[" + ",".join(files) + "]")
 
 
 TOOL = Tool(
