@@ -52,13 +52,20 @@ function M.is_editor(win)
     and not vim.b[buf].claude_nvim_proposal
 end
 
+-- Whether vim.fs.normalize would leave `name` as it is (most buffer names): it costs 20 us a
+-- call, 20 ms for a thousand buffers.
+local function normal(name)
+  return name:sub(1, 1) == '/' and not (name:find('[\\~]') or name:find('//', 1, true)
+    or name:find('/%.%.?/') or name:find('/%.%.?$') or (#name > 1 and name:sub(-1) == '/'))
+end
+
 -- The buffer whose file is the first of `candidates` (paths) that matches one, or nil.
 function M.find_buffer(candidates)
   local by_name, by_real = {}, {}
   for _, buf in ipairs(api.nvim_list_bufs()) do
     local name = api.nvim_buf_get_name(buf)
     if name ~= '' then
-      local key = vim.fs.normalize(name, { expand_env = false })
+      local key = normal(name) and name or vim.fs.normalize(name, { expand_env = false })
       by_name[key] = by_name[key] or buf
     end
   end
