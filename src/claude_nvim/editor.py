@@ -270,7 +270,7 @@ class SocketEditor(EditorBase):
                 await stream.aclose()
 
     async def _read(self, stream: trio.abc.ReceiveStream) -> None:
-        unpacker = msgpack.Unpacker(unicode_errors="surrogateescape", ext_hook=_handle,
+        unpacker = msgpack.Unpacker(unicode_errors="surrogateescape", ext_hook=_handle_from_ext,
                                     max_buffer_size=0)
         while True:
             try:
@@ -353,7 +353,7 @@ async def _connect(address: str) -> trio.abc.Stream:
     return await trio.open_unix_socket(where["path"])
 
 
-def _handle(code: int, data: bytes) -> Any:
+def _handle_from_ext(code: int, data: bytes) -> Any:
     # Buffer, Window and Tabpage handles are msgpack ext types holding an integer; the rest of
     # claude-nvim passes handles as plain integers, which Neovim accepts everywhere.
     return msgpack.unpackb(data)
