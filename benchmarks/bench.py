@@ -41,12 +41,15 @@ from pathlib import Path
 from typing import Any
 
 import trio
-from trio_websocket import ConnectionClosed, WebSocketConnection, open_websocket
 
 from claude_nvim.editor import Editor, editor_for
 from claude_nvim.headless import find_nvim, headless_nvim
 
-AUTH_HEADER = b"x-claude-code-ide-authorization"
+sys.path.insert(0, str(Path(__file__).parent))
+from wsclient import TEXT, Closed, WebSocket, frame
+from wsclient import connect as ws_connect
+
+AUTH_HEADER = "x-claude-code-ide-authorization"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 MIB = 2**20
 THROTTLE_MS = 50  # claude_nvim.selection.WINDOW_MS; read from the module when it is there
@@ -361,7 +364,7 @@ class Client:
     """Responses are matched by id from their first bytes (the server writes ``jsonrpc``, ``id``,
     ``result`` in that order), so a 10 MB answer is timed when it arrives, not once decoded."""
 
-    def __init__(self, ws: WebSocketConnection) -> None:
+    def __init__(self, ws: WebSocket) -> None:
         self.ws = ws
         self._ids = itertools.count(0)
         self._waiting: dict[int, Slot] = {}
@@ -369,11 +372,9 @@ class Client:
         self._arrived = trio.Event()
 
     async def reader(self) -> None:
-        with contextlib.suppress(ConnectionClosed, trio.ClosedResourceError):
-            while True:
-                raw = await self.ws.get_message()
+        with contextlib.suppress(Closed, trio.ClosedResourceError):
+            async for raw in self.ws.messages():
                 arrived = time.perf_counter()
-                assert isinstance(raw, str)
                 head = RESPONSE_HEAD.match(raw, 0, 80)
                 if head:
                     request_id: Any = int(head[1])
@@ -398,12 +399,17 @@ class Client:
     def next_id(self) -> int:
         return next(self._ids)
 
-    async def request_raw(self, request_id: int, text: str) -> tuple[float, float, str]:
-        """Send a prepared request; returns (sent, arrived, raw response)."""
+    async def request_raw(self, request_id: int, text: str | bytes
+                          ) -> tuple[float, float, str]:
+        """Send a request (text, or a frame made with wsclient.frame); returns (sent, arrived,
+        raw response)."""
         slot = Slot()
         self._waiting[request_id] = slot
         sent = time.perf_counter()
-        await self.ws.send_message(text)
+        if isinstance(text, bytes):
+            await self.ws.send_frame(text)
+        else:
+            await self.ws.send_message(text)
         await slot.event.wait()
         return sent, slot.value[0], slot.value[1]
 
@@ -485,9 +491,8 @@ def tool_text(raw: str) -> str:
 
 @contextlib.asynccontextmanager
 async def connect(port: int, token: str, *, initialize: bool = True) -> AsyncIterator[Client]:
-    async with open_websocket("127.0.0.1", port, "/", use_ssl=False, subprotocols=["mcp"],
-                              extra_headers=[(AUTH_HEADER, token.encode())],
-                              max_message_size=512 * MIB) as ws:
+    ws = await ws_connect(port, headers=[(AUTH_HEADER, token)])
+    try:
         client = Client(ws)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(client.reader)
@@ -495,6 +500,9 @@ async def connect(port: int, token: str, *, initialize: bool = True) -> AsyncIte
                 await client.initialize()
             yield client
             nursery.cancel_scope.cancel()
+    finally:
+        with trio.CancelScope(shield=True):
+            await ws.aclose()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1091,16 +1099,19 @@ class Bench:
                 body_size = 16 * MIB - len(head) - len(tail)
                 padding = (line * (body_size // len(line) + 1))[:body_size]
                 text = head + padding + tail
-                assert len(text.encode()) == 16 * MIB
+                data = text.encode()
+                assert len(data) == 16 * MIB
+                prepared = frame(TEXT, data)
+                del data
                 base = s.server.rss_mb()
                 s.server.reset_peak()
                 async with measured(s, probe=True) as m:
-                    sent, arrived, raw = await client.request_raw(request_id, text)
+                    sent, arrived, raw = await client.request_raw(request_id, prepared)
                 assert not tool_failed(raw), raw[:300]
                 rows.append({"handled": (arrived - sent) * 1e3, "server_rss_before_mb": base,
                              "server_peak_mb": m.server_peak_mb,
                              "freeze_max": m.freeze["max"] if m.freeze else math.nan})
-            del text, padding
+            del text, padding, prepared
         over = await self.over_limit(s)
         self.results["inbound"] = {"16MiB": {"median": median_of(rows), "rounds": rows},
                                    "over_limit": over}
@@ -1109,24 +1120,25 @@ class Bench:
         size = 96 * MIB
         log(f"{self.elapsed()} over-limit message ({size // MIB} MiB)")
         text = '{"jsonrpc":"2.0","id":1,"method":"ping","params":{"p":"' + "x" * size + '"}}'
+        prepared = frame(TEXT, text.encode())
         base = s.server.rss_mb()
         s.server.reset_peak()
         code: int | None = None
-        t0 = time.perf_counter()
         send_completed = False
-        async with connect(s.port, s.token) as client:
-            try:
-                with trio.fail_after(60):
-                    await client.ws.send_message(text)
+        ws = await ws_connect(s.port, headers=[(AUTH_HEADER, s.token)])
+        t0 = time.perf_counter()
+        try:
+            with trio.fail_after(60):
+                with contextlib.suppress(Closed, OSError):
+                    await ws.send_frame(prepared)
                     send_completed = True
-                    await client.ws.get_message()
-            except ConnectionClosed as exc:
-                code = exc.reason.code if exc.reason else None
-            except (trio.BrokenResourceError, OSError):
-                pass
+                async for _ in ws.messages():
+                    pass
             closed = time.perf_counter() - t0
-            if code is None and client.ws.closed is not None:
-                code = client.ws.closed.code
+            code = ws.closed.code if ws.closed is not None else None
+        finally:
+            await ws.aclose()
+        del prepared
         async with connect(s.port, s.token) as bystander:
             alive = json.loads((await bystander.request("ping"))[2]).get("result") == {}
         return {"bytes": len(text), "close_code": code, "closed_after_ms": closed * 1e3,

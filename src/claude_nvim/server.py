@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import trio
-from trio_websocket import ConnectionClosed, WebSocketConnection, WebSocketRequest
 
 from . import diffs, lockfile, lua_util, mentions, selection, websocket
 from .editor import Editor, answering, parse_address
 from .mcp import McpSession, encode, notification
 from .tool import JSON, ConnectionInfo, Tool, ToolContext
+from .websocket import Connection, ConnectionClosed, Request
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +61,8 @@ class App:
         self.handshake_timeout = handshake_timeout
         """Seconds a client has to finish the HTTP upgrade (slow or silent clients are dropped)."""
         self.send_timeout = send_timeout
-        """Seconds a client has to take one message: one that stops reading is dropped, as it
-        would otherwise hold its answer, and the big-read slot, forever."""
+        """Seconds a client may take none of what we send it: one that stops reading is
+        dropped, as it would otherwise hold its answer, and the big-read slot, forever."""
         self.tools = dict(tools)
         self._tools_for = {
             endpoint: {name: t for name, t in self.tools.items() if endpoint in t.exposure}
@@ -126,10 +126,11 @@ class App:
         await editor.call_lua(selection.MODULE, "start")
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            server = await nursery.start(partial(
-                websocket.serve, self._handle_request, self.requested_port,
-                max_message_size=MAX_MESSAGE_BYTES, handshake_timeout=self.handshake_timeout))
-            self.port = server.port
+            port = await nursery.start(partial(
+                websocket.serve, self._serve_client, self.requested_port,
+                max_message_size=MAX_MESSAGE_BYTES, handshake_timeout=self.handshake_timeout,
+                stall_timeout=self.send_timeout))
+            self.port = port
             info = await editor.call_lua(lua_util.MODULE, "publish", self.port)
             self.environment = dict(info["env"])
             self._lock_pid = self._choose_lock_pid(info["pid"])
@@ -212,7 +213,7 @@ class App:
 
     # WebSocket connections.
 
-    def _refusal(self, request: WebSocketRequest) -> tuple[int, bytes] | None:
+    def _refusal(self, request: Request) -> tuple[int, bytes] | None:
         token = None
         for name, value in request.headers:
             lowered = name.lower()
@@ -225,17 +226,7 @@ class App:
             return 401, b"Unauthorized"
         return None
 
-    async def _handle_request(self, request: WebSocketRequest) -> None:
-        # A client is never allowed to take the server down: whatever one connection does,
-        # the others go on.
-        try:
-            await self._serve_client(request)
-        except ConnectionClosed:
-            pass  # gone during the handshake or at the end: normal life
-        except Exception:
-            log.exception("a connection failed")
-
-    async def _serve_client(self, request: WebSocketRequest) -> None:
+    async def _serve_client(self, request: Request) -> None:
         refusal = self._refusal(request)
         if refusal is not None:
             log.warning("refused a connection: HTTP %d", refusal[0])
@@ -252,14 +243,9 @@ class App:
                 if endpoint == "ide":  # the model endpoint is a plain MCP server
                     nursery.start_soon(self._notify_client, ws, session)
                 nursery.start_soon(self._keep_alive, ws)
-                try:
-                    while True:
-                        message = await ws.get_message()
-                        nursery.start_soon(self._answer, ws, session, message)
-                except ConnectionClosed:
-                    # Catch it inside the nursery (trio wraps what escapes), then cancel the
-                    # client's in-flight calls: they have nobody to answer to.
-                    nursery.cancel_scope.cancel()
+                await ws.serve(lambda message: nursery.start_soon(
+                    self._answer, ws, session, message))
+                nursery.cancel_scope.cancel()  # in-flight calls have nobody to answer to
         finally:
             log.info("client %d disconnected (%s)", connection.id, ws.closed)
             await self._close_diffs_of(connection)
@@ -278,27 +264,22 @@ class App:
         return ToolContext(tool, editor, self.selection, self.diffs, connection,
                            logging.getLogger(f"claude_nvim.tools.{tool.name}"))
 
-    async def _answer(self, ws: WebSocketConnection, session: McpSession,
+    async def _answer(self, ws: Connection, session: McpSession,
                       message: str | bytes) -> None:
         async with answering():
             reply = await session.handle(message)
             if reply is not None:
                 await self._send(ws, reply)
 
-    async def _send(self, ws: WebSocketConnection, message: JSON) -> bool:
+    async def _send(self, ws: Connection, message: JSON) -> bool:
         """Send one message; ``False`` when the connection is gone (normal life) or dropped."""
         try:
-            with trio.move_on_after(self.send_timeout) as sending:
-                await ws.send_message(encode(message))
+            await ws.send(encode(message))
         except ConnectionClosed:
-            return False
-        if sending.cancelled_caught:
-            log.warning("dropping a client that took no message for %g s", self.send_timeout)
-            await websocket.abort(ws)
             return False
         return True
 
-    async def _notify_client(self, ws: WebSocketConnection, session: McpSession) -> None:
+    async def _notify_client(self, ws: Connection, session: McpSession) -> None:
         """Send a client its notifications once it listens: the selection, then @-mentions."""
         await session.tools_listed.wait()
         await trio.sleep(FIRST_PUSH_DELAY)
@@ -319,14 +300,14 @@ class App:
         finally:
             del self._outboxes[connection_id]
 
-    async def _push_selection(self, ws: WebSocketConnection) -> None:
+    async def _push_selection(self, ws: Connection) -> None:
         version = 0
         while True:
             version, payload = await self.selection.wait_newer(version)
             if not await self._send(ws, notification("selection_changed", payload)):
                 return
 
-    async def _keep_alive(self, ws: WebSocketConnection) -> None:
+    async def _keep_alive(self, ws: Connection) -> None:
         while True:
             await trio.sleep(PING_INTERVAL)
             try:

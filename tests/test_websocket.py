@@ -1,0 +1,211 @@
+"""The server's WebSocket layer: the frame codec alone, then the handshake over a real socket."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+
+import pytest
+import trio
+
+from claude_nvim.websocket import (
+    BINARY,
+    CLOSE,
+    CONTINUATION,
+    PING,
+    PONG,
+    TEXT,
+    CloseReason,
+    Control,
+    Failure,
+    FrameReader,
+    Message,
+    frame,
+    parse_close,
+    serve,
+)
+
+
+def client_frame(opcode: int, payload: bytes, *, fin: bool = True, mask: bytes | None = None,
+                 rsv: int = 0) -> bytes:
+    """A client frame, masked unless ``mask=b""``."""
+    head = bytes([(0x80 if fin else 0) | rsv | opcode])
+    n = len(payload)
+    bit = 0 if mask == b"" else 0x80
+    if n < 126:
+        head += bytes([bit | n])
+    elif n < 1 << 16:
+        head += bytes([bit | 126]) + n.to_bytes(2, "big")
+    else:
+        head += bytes([bit | 127]) + n.to_bytes(8, "big")
+    if mask == b"":
+        return head + payload
+    mask = mask or os.urandom(4)
+    return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+def test_a_text_message_in_one_frame():
+    reader = FrameReader(1024)
+    assert reader.feed(client_frame(TEXT, "héllo 😀".encode())) == [Message("héllo 😀")]
+
+
+def test_frames_split_anywhere_and_joined_in_one_read():
+    data = client_frame(TEXT, b"one") + client_frame(TEXT, b"x" * 300) + client_frame(TEXT, b"3")
+    for cut in range(len(data)):
+        reader = FrameReader(1024)
+        events = reader.feed(data[:cut]) + reader.feed(data[cut:])
+        assert events == [Message("one"), Message("x" * 300), Message("3")], cut
+
+
+def test_fragments_are_reassembled_with_control_frames_between():
+    reader = FrameReader(1024)
+    events = reader.feed(client_frame(TEXT, b"ab", fin=False) + client_frame(PING, b"p")
+                         + client_frame(CONTINUATION, b"c", fin=False)
+                         + client_frame(CONTINUATION, b"d"))
+    assert events == [Control(PING, b"p"), Message("abcd")]
+
+
+def test_binary_messages_stay_bytes():
+    assert FrameReader(1024).feed(client_frame(BINARY, b"\xff\x00")) == [Message(b"\xff\x00")]
+
+
+def test_big_payload_lengths():
+    payload = bytes(range(256)) * 400  # 102,400 bytes: the 64-bit length form
+    assert FrameReader(2**20).feed(client_frame(BINARY, payload)) == [Message(payload)]
+
+
+def test_over_the_limit_fails_1009_from_the_header_alone():
+    reader = FrameReader(1000)
+    header_only = client_frame(TEXT, b"x" * 1001)[:14]
+    assert reader.feed(header_only) == [Failure(1009, "message over 1000 bytes")]
+    assert reader.feed(b"more") == []  # nothing more is taken
+
+
+def test_the_limit_covers_all_fragments():
+    reader = FrameReader(10)
+    events = reader.feed(client_frame(TEXT, b"x" * 6, fin=False)
+                         + client_frame(CONTINUATION, b"y" * 6))
+    assert [type(e) for e in events] == [Failure] and events[0].code == 1009
+
+
+def test_invalid_utf8_fails_1007():
+    assert FrameReader(100).feed(client_frame(TEXT, b'{"x":"\xff"}'))[0].code == 1007
+    # an encoded surrogate is not UTF-8 either
+    assert FrameReader(100).feed(client_frame(TEXT, b"\xed\xa0\x80"))[0].code == 1007
+
+
+@pytest.mark.parametrize("data, why", [
+    (client_frame(TEXT, b"x", mask=b""), "masked"),
+    (client_frame(TEXT, b"x", rsv=0x40), "reserved"),
+    (client_frame(0x3, b"x"), "opcode"),
+    (client_frame(0xB, b"x"), "opcode"),
+    (client_frame(PING, b"x", fin=False), "control"),
+    (client_frame(PING, b"x" * 126), "control"),
+    (client_frame(CONTINUATION, b"x"), "continuation"),
+    (client_frame(TEXT, b"x", fin=False) + client_frame(TEXT, b"y"), "inside"),
+])
+def test_protocol_errors_fail_1002(data, why):
+    events = FrameReader(100).feed(data)
+    assert events[-1].code == 1002 and why in events[-1].reason
+
+
+def test_close_frames():
+    assert parse_close(b"") == CloseReason(1005)
+    assert parse_close((1000).to_bytes(2, "big") + b"bye") == CloseReason(1000, "bye")
+    assert parse_close((4000).to_bytes(2, "big")) == CloseReason(4000)
+    assert parse_close(b"\x03") == Failure(1002, "invalid close code")
+    assert parse_close((1005).to_bytes(2, "big")) == Failure(1002, "invalid close code")
+    assert parse_close((1000).to_bytes(2, "big") + b"\xff").code == 1007
+
+
+def test_server_frames_are_unmasked_with_the_right_length_form():
+    assert frame(TEXT, b"hi") == b"\x81\x02hi"
+    assert frame(PONG, b"") == b"\x8a\x00"
+    assert frame(TEXT, b"x" * 200)[:4] == b"\x81\x7e\x00\xc8"
+    assert frame(CLOSE, b"x" * 70000)[:10] == b"\x88\x7f" + (70000).to_bytes(8, "big")
+
+
+# The handshake, over a real socket -----------------------------------------------------------
+
+
+async def echo(request):
+    ws = await request.accept(subprotocol="mcp" if "mcp" in request.proposed_subprotocols
+                              else None)
+
+    def on_message(message):
+        if isinstance(message, str):
+            nursery.start_soon(ws.send, message.upper())
+
+    async with trio.open_nursery() as nursery:
+        await ws.serve(on_message)
+
+
+@pytest.fixture
+async def port(nursery):
+    return await nursery.start(lambda task_status: serve(
+        echo, 0, max_message_size=2**20, handshake_timeout=1, stall_timeout=5,
+        task_status=task_status))
+
+
+async def http(port: int, request: bytes) -> bytes:
+    stream = await trio.open_tcp_stream("127.0.0.1", port)
+    await stream.send_all(request)
+    response = b""
+    with trio.fail_after(5):  # an error is answered and closed; an upgrade stays open
+        while chunk := await stream.receive_some(4096):
+            response += chunk
+            if response.startswith(b"HTTP/1.1 101") and b"\r\n\r\n" in response:
+                break
+    await stream.aclose()
+    return response
+
+
+KEY = base64.b64encode(b"0123456789abcdef")
+
+
+def upgrade(*extra: bytes, version: bytes = b"13", key: bytes = KEY) -> bytes:
+    lines = [b"GET /x HTTP/1.1", b"Host: 127.0.0.1", b"Upgrade: websocket",
+             b"Connection: keep-alive, Upgrade", b"Sec-WebSocket-Version: " + version,
+             b"Sec-WebSocket-Key: " + key, *extra]
+    return b"\r\n".join(lines) + b"\r\n\r\n"
+
+
+async def test_the_upgrade_answer(port):
+    response = await http(port, upgrade(b"Sec-WebSocket-Protocol: x, mcp"))
+    accept = base64.b64encode(hashlib.sha1(KEY + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11")
+                              .digest())
+    assert response.startswith(b"HTTP/1.1 101 ")
+    assert b"\r\nSec-WebSocket-Accept: " + accept + b"\r\n" in response
+    assert b"\r\nSec-WebSocket-Protocol: mcp\r\n" in response
+
+
+@pytest.mark.parametrize("request_bytes, status", [
+    (b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", b"400"),
+    (upgrade().replace(b"GET", b"POST"), b"400"),
+    (upgrade(version=b"8"), b"426"),
+    (upgrade(key=b"short"), b"400"),
+    (upgrade(b"Bad header line"), b"400"),
+    (upgrade(b"X-Big: " + b"y" * 20000), b"431"),
+])
+async def test_bad_upgrades_get_an_http_error(port, request_bytes, status):
+    response = await http(port, request_bytes)
+    assert response.split(b" ")[1] == status, response[:200]
+
+
+async def test_messages_and_frames_sent_right_after_the_upgrade(port):
+    stream = await trio.open_tcp_stream("127.0.0.1", port)
+    # The first message rides in the same packet as the upgrade request.
+    await stream.send_all(upgrade() + client_frame(TEXT, b"hello")
+                          + client_frame(PING, b"are you there"))
+    received = b""
+    with trio.fail_after(5):
+        while frame(TEXT, b"HELLO") not in received or frame(PONG, b"are you there") \
+                not in received:
+            received += await stream.receive_some(4096)
+        await stream.send_all(client_frame(CLOSE, (1000).to_bytes(2, "big")))
+        while not received.endswith(frame(CLOSE, (1000).to_bytes(2, "big"))):
+            chunk = await stream.receive_some(4096)
+            assert chunk, "closed without echoing the close frame"
+            received += chunk
+        assert await stream.receive_some(4096) == b""  # and then the server closes
