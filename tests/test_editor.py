@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from functools import partial
 
 import pytest
 import trio
@@ -140,3 +141,42 @@ async def test_an_unreachable_address_says_so(client_class, tmp_path):
     while isinstance(gone, BaseExceptionGroup):
         gone = gone.exceptions[0]
     assert isinstance(gone, EditorGone) and "cannot reach Neovim" in str(gone)
+
+
+async def test_at_most_max_in_flight_requests_are_sent_to_neovim(client_class, nvim_address):
+    async with attached(client_class, nvim_address, max_in_flight=2) as editor:
+        await editor.exec_lua("vim.g.marker = vim.NIL")
+        seen: dict[int, object] = {}
+
+        async def ask(n: int) -> None:
+            seen[n] = await editor.exec_lua("vim.uv.sleep(100) return vim.g.marker")
+
+        async with trio.open_nursery() as nursery:
+            for n in range(3):
+                nursery.start_soon(ask, n)
+                await trio.sleep(0.01)
+            # A notification is sent at once: it reaches Neovim before the third request,
+            # which waits for one of the first two to be answered.
+            editor._send_notification("nvim_set_var", ["marker", "set"])
+        assert seen == {0: None, 1: None, 2: "set"}
+
+
+async def test_a_cancelled_queued_request_never_reaches_neovim(client_class, nvim_address):
+    async with attached(client_class, nvim_address, max_in_flight=1) as editor:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(editor.exec_lua, "vim.uv.sleep(200)")
+            await trio.sleep(0.05)
+            with trio.move_on_after(0.05):
+                await editor.exec_lua("vim.g.queued_ran = true")
+        assert await editor.exec_lua("return vim.g.queued_ran") is None
+
+
+async def test_the_wait_for_a_slot_has_its_own_limit(client_class, nvim_address, monkeypatch):
+    monkeypatch.setattr("claude_nvim.editor.QUEUE_TIMEOUT", 0.1)
+    async with attached(client_class, nvim_address, max_in_flight=1) as editor:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(partial(editor.exec_lua, "vim.uv.sleep(400)", timeout=None))
+            await trio.sleep(0.05)
+            with pytest.raises(EditorTimeout, match=r"did not move for 0\.1 s"):
+                await editor.exec_lua("return 1")
+        assert await editor.exec_lua("return 2") == 2

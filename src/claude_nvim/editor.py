@@ -9,6 +9,7 @@ is kept for what trio cannot open: Windows named pipes.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import contextvars
 import itertools
@@ -21,6 +22,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
 import msgpack
+import outcome
 import trio
 
 from .tool import ToolError
@@ -140,8 +142,28 @@ def parse_address(address: str) -> tuple[str, dict[str, Any]]:
     return "socket", {"path": address}
 
 
+class _Call:
+    """One request: waiting for a slot, then in Neovim's queue, then settled."""
+
+    __slots__ = ("deadline", "done", "limit", "message", "msgid", "task")
+
+    def __init__(self, message: Any, limit: float | None) -> None:
+        self.message = message
+        self.limit = limit
+        self.task: trio.lowlevel.Task = trio.lowlevel.current_task()
+        self.msgid: int | None = None  # set when sent
+        self.deadline = math.inf
+        self.done = False
+
+
 class EditorBase:
-    """The parts every client shares: notification handlers, the in-flight limit, timeouts."""
+    """The parts every client shares: notification handlers, the in-flight limit, timeouts.
+
+    A request costs no cancel scope and no task switch of its own: it parks its task, a slot
+    freed by an answer sends the next queued request from the reader, and one watchdog task
+    fails what passed its deadline (its scope's deadline is moved, it is not woken per call).
+    Subclasses send with :meth:`_send_call` and report answers to :meth:`_answered`.
+    """
 
     def __init__(self, address: str, *, timeout: float = DEFAULT_TIMEOUT,
                  max_in_flight: int = MAX_IN_FLIGHT) -> None:
@@ -149,7 +171,13 @@ class EditorBase:
         self.timeout = timeout
         # Neovim runs queued RPC requests back to back, ahead of the user's keys: keep the
         # queue short so a keystroke never waits behind a pile of our requests.
-        self._slots = trio.Semaphore(max_in_flight)
+        self._max_in_flight = max_in_flight
+        self._in_flight: dict[int, _Call] = {}
+        self._waiting: collections.deque[_Call] = collections.deque()
+        self._ids = itertools.count(1)
+        self._deadlines: dict[float, collections.deque[tuple[float, _Call]]] = {}
+        """Per timeout length, calls in the order they started, so in deadline order."""
+        self._timer = trio.CancelScope()
         self._handlers: dict[str, NotificationCallback] = {}
         self._channel_id = 0
 
@@ -172,33 +200,116 @@ class EditorBase:
         except Exception:
             log.exception("handling Neovim notification %s failed", name)
 
-    async def _roundtrip(self, method: str, args: list[Any]) -> Any:
-        """Send one request and wait for its answer (no limits: :meth:`request` adds them)."""
+    # What a client provides.
+
+    def _attached(self) -> bool:
+        raise NotImplementedError
+
+    def _prepare(self, method: str, args: list[Any]) -> Any:
+        """The request as the client will send it; raises for arguments it cannot carry."""
+        raise NotImplementedError
+
+    def _send_call(self, msgid: int, message: Any) -> None:
+        """Send a prepared request; its answer goes to :meth:`_answered`."""
         raise NotImplementedError
 
     def _send_notification(self, method: str, args: list[Any]) -> None:
         raise NotImplementedError
 
+    # Requests.
+
     async def request(self, method: str, *args: Any, timeout: float | None = USE_DEFAULT) -> Any:
         """Make one Neovim API request; ``timeout=None`` waits as long as it takes."""
-        limit = self.timeout if timeout == USE_DEFAULT else timeout
-        try:
-            try:
-                self._slots.acquire_nowait()
-            except trio.WouldBlock:
-                # Our own queue is not Neovim's fault: its wait has a limit of its own.
-                with trio.fail_after(QUEUE_TIMEOUT if limit is not None else math.inf):
-                    await self._slots.acquire()
-            try:
-                with trio.fail_after(limit if limit is not None else math.inf):
-                    return await self._roundtrip(method, list(args))
-            finally:
-                self._slots.release()
-        except trio.TooSlowError:
-            raise EditorTimeout(
-                f"Neovim did not answer within {limit:g} s "
-                "(it may be waiting for input: a prompt, a pending operator, or a long command)"
-            ) from None
+        if not self._attached():
+            raise EditorGone("Neovim is not attached")
+        call = _Call(self._prepare(method, list(args)),
+                     self.timeout if timeout == USE_DEFAULT else timeout)
+        if len(self._in_flight) < self._max_in_flight:
+            self._launch(call)
+        else:
+            # Our own queue is not Neovim's fault: its wait has a limit of its own.
+            self._waiting.append(call)
+            if call.limit is not None:
+                self._watch(call, QUEUE_TIMEOUT)
+
+        def abort(_: Any) -> trio.lowlevel.Abort:  # cancelled: the answer, if any, is dropped
+            self._settle(call, None)
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        return await trio.lowlevel.wait_task_rescheduled(abort)
+
+    def _launch(self, call: _Call) -> None:
+        msgid = call.msgid = next(self._ids) & 0xFFFFFFFF  # msgpack-RPC ids are 32-bit
+        self._in_flight[msgid] = call
+        if call.limit is not None:
+            self._watch(call, call.limit)
+        self._send_call(msgid, call.message)
+
+    def _answered(self, msgid: int, error: BaseException | None, result: Any) -> None:
+        call = self._in_flight.get(msgid)
+        if call is not None:  # else its caller timed out or was cancelled
+            self._settle(call, outcome.Error(error) if error is not None
+                         else outcome.Value(result))
+
+    def _settle(self, call: _Call, result: outcome.Outcome[Any] | None) -> None:
+        """End a call: wake its task with ``result`` (``None``: it was cancelled), free its
+        slot, and send the next queued call."""
+        if call.done:
+            return
+        call.done = True
+        call.message = None
+        if call.msgid is not None:
+            del self._in_flight[call.msgid]
+        if result is not None:
+            trio.lowlevel.reschedule(call.task, result)
+        deadlines = self._deadlines.get(call.limit) if call.limit is not None else None
+        while deadlines and deadlines[0][1].done:  # answers come in order: usually O(1)
+            deadlines.popleft()
+        while self._waiting and len(self._in_flight) < self._max_in_flight:
+            waiting = self._waiting.popleft()
+            if not waiting.done:
+                self._launch(waiting)
+
+    def _fail_all(self, error: BaseException) -> None:
+        for call in [*self._in_flight.values(), *self._waiting]:
+            self._settle(call, outcome.Error(error))
+
+    # Deadlines.
+
+    def _watch(self, call: _Call, seconds: float) -> None:
+        call.deadline = trio.current_time() + seconds
+        self._deadlines.setdefault(seconds, collections.deque()).append((call.deadline, call))
+        if call.deadline < self._timer.deadline:
+            self._timer.deadline = call.deadline
+
+    async def _expire_calls(self) -> None:
+        """Fail the calls whose deadline passed. Asleep until the earliest deadline, and with
+        no deadline when nothing waits: no wake-ups per call, none when idle."""
+        while True:
+            now = trio.current_time()
+            earliest = math.inf
+            for deadlines in self._deadlines.values():
+                while deadlines:
+                    deadline, call = deadlines[0]
+                    if call.done or call.deadline != deadline:  # settled, or moved on
+                        deadlines.popleft()
+                    elif deadline <= now:
+                        deadlines.popleft()
+                        self._settle(call, outcome.Error(self._timeout_error(call)))
+                    else:
+                        earliest = min(earliest, deadline)
+                        break
+            self._timer = trio.CancelScope(deadline=earliest)
+            with self._timer:
+                await trio.sleep_forever()
+
+    def _timeout_error(self, call: _Call) -> EditorTimeout:
+        if call.msgid is None:
+            return EditorTimeout(f"claude-nvim's requests to Neovim did not move for "
+                                 f"{QUEUE_TIMEOUT:g} s (Neovim is busy with earlier ones)")
+        return EditorTimeout(
+            f"Neovim did not answer within {call.limit:g} s "
+            "(it may be waiting for input: a prompt, a pending operator, or a long command)")
 
     async def exec_lua(self, code: str, *args: Any, timeout: float | None = USE_DEFAULT) -> Any:
         """Run a Lua chunk in Neovim with ``...`` = ``args``; returns its value."""
@@ -239,11 +350,9 @@ class SocketEditor(EditorBase):
         # Neovim sends every Lua string as msgpack str, valid UTF-8 or not (file names, buffer
         # bytes): surrogateescape carries such bytes through to Python and back unchanged.
         self._packer = msgpack.Packer(unicode_errors="surrogateescape")
-        self._pending: dict[int, Callable[[BaseException | None, Any], None]] = {}
-        self._ids = itertools.count(1)
         self._outgoing: list[bytes] = []
         self._wake_writer = trio.Event()
-        self._attached = False
+        self._connected = False
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Attach, then serve requests until cancelled or until Neovim goes away.
@@ -258,14 +367,13 @@ class SocketEditor(EditorBase):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._read, stream)
                 nursery.start_soon(self._write, stream)
-                self._attached = True
-                self._channel_id = (await self._roundtrip("nvim_get_api_info", []))[0]
+                nursery.start_soon(self._expire_calls)
+                self._connected = True
+                self._channel_id = (await self.request("nvim_get_api_info"))[0]
                 task_status.started()
         finally:
-            self._attached = False
-            for finish in list(self._pending.values()):
-                finish(EditorGone("Neovim went away"), None)
-            self._pending.clear()
+            self._connected = False
+            self._fail_all(EditorGone("Neovim went away"))
             with trio.CancelScope(shield=True):
                 await stream.aclose()
 
@@ -295,55 +403,42 @@ class SocketEditor(EditorBase):
             except (trio.BrokenResourceError, OSError) as exc:
                 raise EditorGone(f"Neovim connection failed: {exc}") from exc
 
-    def _send(self, message: list[Any]) -> None:
-        self._outgoing.append(self._packer.pack(message))
+    def _send(self, data: bytes) -> None:
+        self._outgoing.append(data)
         self._wake_writer.set()
 
     def _received(self, message: Any) -> None:
         if not isinstance(message, list) or not message:
             log.debug("malformed message from Neovim: %r", message)
         elif message[0] == RESPONSE and len(message) == 4:
-            finish = self._pending.pop(message[1], None)
-            if finish is not None:  # else: its caller timed out or was cancelled
-                error = message[2]
-                if error is not None:
-                    text = error[1] if isinstance(error, list) and len(error) > 1 else error
-                    finish(EditorError(error_text(text)), None)
-                else:
-                    finish(None, message[3])
+            error = message[2]
+            if error is not None:
+                text = error[1] if isinstance(error, list) and len(error) > 1 else error
+                self._answered(message[1], EditorError(error_text(text)), None)
+            else:
+                self._answered(message[1], None, message[3])
         elif message[0] == NOTIFICATION and len(message) == 3:
             self._notified(message[1], message[2])
         elif message[0] == REQUEST and len(message) == 4:
             refusal = f"claude-nvim takes no RPC requests (got {message[2]!r})"
-            self._send([RESPONSE, message[1], refusal, None])
+            self._send(self._packer.pack([RESPONSE, message[1], refusal, None]))
         else:
             log.debug("malformed message from Neovim: %r", message)
 
-    async def _roundtrip(self, method: str, args: list[Any]) -> Any:
-        if not self._attached:
-            raise EditorGone("Neovim is not attached")
-        msgid = next(self._ids) & 0xFFFFFFFF  # msgpack-RPC ids are 32-bit
-        done = trio.Event()
-        outcome: list[Any] = []
+    def _attached(self) -> bool:
+        return self._connected
 
-        def finish(error: BaseException | None, result: Any) -> None:
-            outcome[:] = [error, result]
-            done.set()
+    def _prepare(self, method: str, args: list[Any]) -> bytes:
+        # The request's last two fields; the id comes when it is sent.
+        packed: bytes = self._packer.pack(method) + self._packer.pack(args)
+        return packed
 
-        self._send([REQUEST, msgid, method, args])  # may raise: arguments msgpack cannot carry
-        self._pending[msgid] = finish
-        try:
-            await done.wait()
-        finally:
-            self._pending.pop(msgid, None)
-        error, result = outcome
-        if error is not None:
-            raise error
-        return result
+    def _send_call(self, msgid: int, message: bytes) -> None:
+        self._send(b"\x94\x00" + self._packer.pack(msgid) + message)  # [REQUEST, msgid, ...]
 
     def _send_notification(self, method: str, args: list[Any]) -> None:
-        if self._attached:
-            self._send([NOTIFICATION, method, args])
+        if self._connected:
+            self._send(self._packer.pack([NOTIFICATION, method, args]))
 
 
 async def _connect(address: str) -> trio.abc.Stream:

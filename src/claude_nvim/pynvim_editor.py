@@ -9,7 +9,6 @@ greenlet, hopped in with ``loop.call_soon_threadsafe`` and answered back with
 from __future__ import annotations
 
 import contextlib
-import itertools
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -40,8 +39,6 @@ class PynvimEditor(EditorBase):
         super().__init__(address, timeout=timeout, max_in_flight=max_in_flight)
         self._nvim: Any = None
         self._token: trio.lowlevel.TrioToken | None = None
-        self._pending: dict[int, Callable[[tuple[bool, Any]], None]] = {}
-        self._ids = itertools.count()
         self._gone = False
         self._stopping = False
 
@@ -56,6 +53,7 @@ class PynvimEditor(EditorBase):
             nursery.start_soon(self._own_thread, attached)
             await attached.wait()
             nursery.start_soon(self._stop_loop_when_cancelled)
+            nursery.start_soon(self._expire_calls)
             task_status.started()
 
     async def _own_thread(self, attached: trio.Event) -> None:
@@ -63,9 +61,7 @@ class PynvimEditor(EditorBase):
             await trio.to_thread.run_sync(self._thread_main, attached)
         finally:
             self._gone = True
-            for finish in list(self._pending.values()):
-                finish((False, EditorGone("Neovim went away")))
-            self._pending.clear()
+            self._fail_all(EditorGone("Neovim went away"))
         if not self._stopping:
             raise EditorGone("Neovim closed the connection")
 
@@ -111,42 +107,34 @@ class PynvimEditor(EditorBase):
         with contextlib.suppress(RuntimeError):  # the loop is already closed
             self._nvim.loop.call_soon_threadsafe(lambda: greenlet.greenlet(fn).switch())
 
-    async def _roundtrip(self, method: str, args: list[Any]) -> Any:
-        if self._gone or self._nvim is None:
-            raise EditorGone("Neovim is not attached")
-        call_id = next(self._ids)
-        done = trio.Event()
-        outcome: list[tuple[bool, Any]] = []
+    def _attached(self) -> bool:
+        return not self._gone and self._nvim is not None
 
-        def finish(result: tuple[bool, Any]) -> None:
-            if self._pending.pop(call_id, None) is not None:
-                outcome.append(result)
-                done.set()
+    def _prepare(self, method: str, args: list[Any]) -> tuple[str, list[Any]]:
+        return method, args
+
+    def _send_call(self, msgid: int, message: tuple[str, list[Any]]) -> None:
+        method, args = message
 
         def in_greenlet() -> None:
+            error: BaseException | None = None
+            result: Any = None
             try:
                 # The session's request, not Nvim.request: that one walks every argument and
                 # result in Python to swap in Buffer/Window objects we never use.
-                result: tuple[bool, Any] = (True, self._nvim._session.request(method, *args))
+                result = self._nvim._session.request(method, *args)
+                # Lua hands back handles as numbers; API calls return them as ext types.
+                if method != "nvim_exec_lua":
+                    result = _plain(result)
             except pynvim.NvimError as exc:
-                result = (False, EditorError(error_text(exc.args[0] if exc.args else exc)))
+                error = EditorError(error_text(exc.args[0] if exc.args else exc))
             except (OSError, EOFError):
-                result = (False, EditorGone("Neovim went away"))
+                error = EditorGone("Neovim went away")
             except Exception as exc:
-                result = (False, exc)
-            self._to_trio(finish, result)
+                error = exc
+            self._to_trio(self._answered, msgid, error, result)
 
-        self._pending[call_id] = finish
-        try:
-            self._hop(in_greenlet)
-            await done.wait()
-        finally:
-            self._pending.pop(call_id, None)
-        ok, value = outcome[0]
-        if not ok:
-            raise value
-        # Lua hands back handles as numbers; API calls return them as msgpack ext types.
-        return value if method == "nvim_exec_lua" else _plain(value)
+        self._hop(in_greenlet)
 
     def _send_notification(self, method: str, args: list[Any]) -> None:
         if not self._gone and self._nvim is not None:
