@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import time
 
 import pytest
 import trio
@@ -144,7 +145,7 @@ async def echo(request):
 @pytest.fixture
 async def port(nursery):
     return await nursery.start(lambda task_status: serve(
-        echo, 0, max_message_size=2**20, handshake_timeout=1, stall_timeout=5,
+        echo, 0, max_message_size=2**20, handshake_timeout=1, stall_timeout=0.2,
         task_status=task_status))
 
 
@@ -209,3 +210,29 @@ async def test_messages_and_frames_sent_right_after_the_upgrade(port):
             assert chunk, "closed without echoing the close frame"
             received += chunk
         assert await stream.receive_some(4096) == b""  # and then the server closes
+
+
+async def test_a_stall_deadline_that_passed_while_idle_drops_nobody(nursery):
+    async def handler(request):
+        ws = await request.accept()
+
+        async def answer():
+            await ws.send("one")
+            await trio.sleep(0.05)  # written: the writer's stall deadline is set
+            time.sleep(0.3)  # the loop is held past that deadline ...
+            await ws.send("two")  # ... and the writer is woken in the same step
+
+        async with trio.open_nursery() as tasks:
+            await ws.serve(lambda message: tasks.start_soon(answer))
+
+    port = await nursery.start(lambda task_status: serve(
+        handler, 0, max_message_size=2**20, handshake_timeout=1, stall_timeout=0.2,
+        task_status=task_status))
+    stream = await trio.open_tcp_stream("127.0.0.1", port)
+    await stream.send_all(upgrade() + client_frame(TEXT, b"go"))
+    received = b""
+    with trio.fail_after(5):
+        while frame(TEXT, b"two") not in received:
+            chunk = await stream.receive_some(4096)
+            assert chunk, "dropped"
+            received += chunk

@@ -86,18 +86,22 @@ async def big_read() -> AsyncIterator[None]:
             held.append(BIG_READS)
 
 
-@contextlib.asynccontextmanager
-async def answering() -> AsyncIterator[None]:
-    """The handling of one request and the sending of its answer: slots that :func:`big_read`
-    takes inside are released at its end."""
-    held: list[trio.Semaphore] = []
-    token = _HELD_UNTIL_SENT.set(held)
-    try:
-        yield
-    finally:
-        _HELD_UNTIL_SENT.reset(token)
-        for slot in held:
+class answering:
+    """The handling of one request and the sending of its answer (``with answering():``):
+    slots that :func:`big_read` takes inside are released at its end."""
+
+    __slots__ = ("_held", "_token")
+
+    def __enter__(self) -> None:
+        self._held: list[trio.Semaphore] = []
+        self._token = _HELD_UNTIL_SENT.set(self._held)
+
+    def __exit__(self, *exc_info: object) -> None:
+        _HELD_UNTIL_SENT.reset(self._token)
+        for slot in self._held:
             slot.release()
+
+
 USE_DEFAULT = -1.0
 """A ``timeout`` argument meaning: the editor's own default."""
 

@@ -68,6 +68,7 @@ class App:
             endpoint: {name: t for name, t in self.tools.items() if endpoint in t.exposure}
             for endpoint in ("ide", "model")
         }
+        self._loggers = {name: logging.getLogger(f"claude_nvim.tools.{name}") for name in tools}
         self.requested_port = port
         self.lock_directory = lock_directory or lockfile.lock_dir()
         self.token = token or secrets.token_hex(16)
@@ -262,11 +263,11 @@ class App:
     def _context(self, tool: Tool, connection: ConnectionInfo) -> ToolContext:
         editor: Editor = self.editor
         return ToolContext(tool, editor, self.selection, self.diffs, connection,
-                           logging.getLogger(f"claude_nvim.tools.{tool.name}"))
+                           self._loggers[tool.name])
 
     async def _answer(self, ws: Connection, session: McpSession,
                       message: str | bytes) -> None:
-        async with answering():
+        with answering():
             reply = await session.handle(message)
             if reply is not None:
                 await self._send(ws, reply)
