@@ -402,10 +402,15 @@ class SocketEditor(EditorBase):
             await self._wake_writer.wait()
             self._wake_writer = trio.Event()
             batch, self._outgoing = self._outgoing, []
+            data = b"".join(batch)
+            del batch
             try:
-                await stream.send_all(b"".join(batch))
+                await stream.send_all(data)
             except (trio.BrokenResourceError, OSError) as exc:
                 raise EditorGone(f"Neovim connection failed: {exc}") from exc
+            # Free a big request now, not when the next small one wakes us: unmapping
+            # megabytes takes milliseconds, which that request would wait.
+            del data
 
     def _send(self, data: bytes) -> None:
         self._outgoing.append(data)

@@ -118,13 +118,19 @@ def parse_close(payload: bytes) -> CloseReason | Failure:
         return Failure(1007, "close reason is not UTF-8")
 
 
-def _unmask(data: bytes | bytearray, mask: bytes) -> bytes:
-    n = len(data)
-    if not n:
-        return b""
-    # XOR as one big integer: C speed, a 16 MiB message in a few ms.
-    key = int.from_bytes(mask * (n >> 2) + mask[: n & 3], "big")
-    return (int.from_bytes(data, "big") ^ key).to_bytes(n, "big")
+_XOR = [bytes(byte ^ key for byte in range(256)) for key in range(256)]
+
+
+def _unmask(data: bytearray, mask: bytes) -> bytes | bytearray:
+    """``data`` (changed in place) XOR the 4-byte ``mask``."""
+    if len(data) < 256:  # small: one big-integer XOR is quickest
+        n = len(data)
+        key = int.from_bytes(mask * (n >> 2) + mask[: n & 3], "big")
+        return (int.from_bytes(data, "big") ^ key).to_bytes(n, "big")
+    # big: four strided byte translations, at memory speed (7 MB: 8 ms, not 46)
+    for i in range(4):
+        data[i::4] = data[i::4].translate(_XOR[mask[i]])
+    return data
 
 
 class FrameReader:
@@ -134,7 +140,7 @@ class FrameReader:
     def __init__(self, max_message_size: int) -> None:
         self.max_message_size = max_message_size
         self._buffer = bytearray()
-        self._parts: list[bytes] = []
+        self._parts: list[bytes | bytearray] = []
         self._size = 0
         self._opcode: int | None = None  # of the fragmented message in progress
         self.failed = False
@@ -197,14 +203,14 @@ class FrameReader:
             return Failure(1009, f"message over {self.max_message_size} bytes")
         return None
 
-    def _complete(self, first: int, payload: bytes) -> Event | None:
+    def _complete(self, first: int, payload: bytes | bytearray) -> Event | None:
         opcode = first & 0x0F
         if opcode >= 8:
-            return Control(opcode, payload)
+            return Control(opcode, bytes(payload))
         if opcode != CONTINUATION:
             self._opcode = opcode
         if not first & 0x80:
-            self._parts.append(payload)
+            self._parts.append(bytes(payload))
             self._size += len(payload)
             return None
         if self._parts:
@@ -214,7 +220,7 @@ class FrameReader:
         binary = self._opcode == BINARY
         self._opcode, self._size = None, 0
         if binary:
-            return Message(payload)
+            return Message(bytes(payload))
         try:
             return Message(payload.decode("utf-8"))
         except UnicodeDecodeError:
@@ -508,6 +514,9 @@ class Connection:
                     except (trio.BrokenResourceError, trio.ClosedResourceError):
                         self._end(CloseReason(1006, "the connection was dropped"))
                         return
+                    # Free a big answer now, not when the next small one wakes us: unmapping
+                    # megabytes takes milliseconds, which that answer would wait.
+                    del data, view
             if self._writing:
                 break
         log.warning("dropping a client that took nothing for %g s", timeout)
