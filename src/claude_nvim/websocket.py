@@ -458,8 +458,7 @@ class Connection:
     def _fail_now(self, failure: Failure) -> None:
         log.info("closing a connection: %d %s", failure.code, failure.reason)
         if not self._closing:
-            self._outgoing.append(frame(CLOSE, close_payload(failure.code, failure.reason)))
-            self._wake_writer.set()
+            self._queue(frame(CLOSE, close_payload(failure.code, failure.reason)))
             self._closing = True
         self._end(CloseReason(failure.code, failure.reason))
 
