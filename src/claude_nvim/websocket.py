@@ -210,7 +210,7 @@ class FrameReader:
         if opcode != CONTINUATION:
             self._opcode = opcode
         if not first & 0x80:
-            self._parts.append(bytes(payload))
+            self._parts.append(payload)
             self._size += len(payload)
             return None
         if self._parts:
@@ -256,14 +256,13 @@ class Request:
         await self._stream.send_all(b"\r\n".join(lines) + b"\r\n\r\n")
         return Connection(self._stream, subprotocol, self._server, self._leftover)
 
-    async def reject(self, status: int, *, body: bytes = b"",
-                     headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:
+    async def reject(self, status: int, *, body: bytes = b"") -> None:
         self._answered = True
-        await _send_http_error(self._stream, status, body, headers)
+        await _send_http_error(self._stream, status, body)
 
 
 _REASONS = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 426: "Upgrade Required",
-            431: "Request Header Fields Too Large"}
+            431: "Request Header Fields Too Large", 500: "Internal Server Error"}
 
 
 async def _send_http_error(stream: trio.SocketStream, status: int, body: bytes,
