@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import socket
 from collections.abc import AsyncIterator
 from functools import partial
 
@@ -10,6 +12,7 @@ import pytest
 import trio
 
 from claude_nvim.editor import EditorError, EditorGone, EditorTimeout, SocketEditor
+from claude_nvim.headless import _accepts
 from claude_nvim.pynvim_editor import PynvimEditor
 
 CLIENTS = {"socket": SocketEditor, "pynvim": PynvimEditor}
@@ -148,6 +151,16 @@ async def test_an_unreachable_address_says_so(client_class, tmp_path):
     while isinstance(gone, BaseExceptionGroup):
         gone = gone.exceptions[0]
     assert isinstance(gone, EditorGone) and "cannot reach Neovim" in str(gone)
+
+
+def test_a_socket_counts_as_ready_only_once_it_listens(tmp_path):
+    # Neovim's socket file exists from bind() on, but connecting fails until listen().
+    path = str(tmp_path / "nvim.sock")
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(path)
+        assert os.path.exists(path) and not _accepts(path)
+        server.listen()
+        assert _accepts(path)
 
 
 async def test_at_most_max_in_flight_requests_are_sent_to_neovim(client_class, nvim_address):

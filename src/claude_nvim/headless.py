@@ -6,6 +6,7 @@ import contextlib
 import importlib.util
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -53,7 +54,8 @@ def headless_nvim(
         )
         try:
             deadline = time.monotonic() + startup_timeout
-            while not os.path.exists(address):
+            # The socket file appears at bind(), before listen(): connect to know it is ready.
+            while not _accepts(address):
                 if proc.poll() is not None:
                     raise RuntimeError(f"nvim exited with {proc.returncode} before listening")
                 if time.monotonic() > deadline:
@@ -64,3 +66,13 @@ def headless_nvim(
             if proc.poll() is None:
                 proc.kill()
             proc.wait()
+
+
+def _accepts(address: str) -> bool:
+    """Whether a Unix socket at ``address`` accepts a connection now."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(address)
+        except OSError:
+            return False
+    return True
