@@ -200,3 +200,34 @@ async def test_the_wait_for_a_slot_has_its_own_limit(client_class, nvim_address,
             with pytest.raises(EditorTimeout, match=r"did not move for 0\.1 s"):
                 await editor.exec_lua("return 1")
         assert await editor.exec_lua("return 2") == 2
+
+
+async def test_finished_calls_leave_nothing_behind(client_class, nvim_address):
+    # Each queued call has two deadlines (its wait for a slot, then its answer): both must go
+    # when it ends, or a busy server keeps every finished call (and its task) alive.
+    async with attached(client_class, nvim_address, max_in_flight=1) as editor:
+        async with trio.open_nursery() as nursery:
+            for n in range(50):
+                nursery.start_soon(editor.exec_lua, "return ...", n)
+        assert sum(map(len, editor._deadlines.values())) <= 1
+
+
+async def test_slow_requests_are_queued_in_neovim_fewer_at_a_time(client_class, nvim_address):
+    # Neovim runs queued requests back to back before the user's next key: what we queue
+    # there at once is held to about FREEZE_BUDGET (25 ms) of work, by each kind's cost.
+    async with attached(client_class, nvim_address) as editor:
+        await editor.exec_lua("package.loaded.t = {slow = function() vim.uv.sleep(10) end, "
+                              "cheap = function() end}")
+        queued: dict[str, list[int]] = {"slow": [], "cheap": []}
+
+        async def call(fn: str) -> None:
+            await editor.call_lua("t", fn)
+            queued[fn].append(len(editor._in_flight))
+
+        for fn, count in (("slow", 12), ("cheap", 64)):
+            async with trio.open_nursery() as nursery:
+                for _ in range(count):
+                    nursery.start_soon(call, fn)
+        # The first goes alone, as its cost is not known yet; then two at a time.
+        assert max(queued["slow"]) <= 2
+        assert max(queued["cheap"]) > 4

@@ -53,10 +53,14 @@ class EditorTimeout(ToolError):
 
 
 NotificationCallback = Callable[[list[Any]], None]
-MAX_IN_FLIGHT = 4
-"""Requests we let wait in Neovim's queue at once."""
+MAX_IN_FLIGHT = 16
+"""The most requests we let wait in Neovim's queue at once; fewer when they are slow."""
+FREEZE_BUDGET = 0.025
+"""Seconds of Neovim work we queue at once, by each request's recent cost. Neovim runs queued
+RPC requests back to back, ahead of the user's keys: this is how long a keystroke may wait."""
 QUEUE_TIMEOUT = 60.0
-"""Seconds a request may wait for its turn (behind MAX_IN_FLIGHT others) before it fails."""
+"""Seconds a request may wait for its turn (behind the requests in Neovim's queue) before it
+fails."""
 BIG_READS = trio.Semaphore(1)
 """The one slot for reads of megabytes (a whole big selection, every diagnostic); see
 :func:`big_read`."""
@@ -149,11 +153,15 @@ def parse_address(address: str) -> tuple[str, dict[str, Any]]:
 class _Call:
     """One request: waiting for a slot, then in Neovim's queue, then settled."""
 
-    __slots__ = ("deadline", "done", "limit", "message", "msgid", "task")
+    __slots__ = ("cost", "deadline", "done", "kind", "limit", "message", "msgid", "sent",
+                 "task")
 
-    def __init__(self, message: Any, limit: float | None) -> None:
+    def __init__(self, message: Any, limit: float | None, kind: object) -> None:
         self.message = message
         self.limit = limit
+        self.kind = kind  # what it runs in Neovim, for its cost
+        self.cost = 0.0  # the time in Neovim it was expected to take when sent
+        self.sent = 0.0
         self.task: trio.lowlevel.Task = trio.lowlevel.current_task()
         self.msgid: int | None = None  # set when sent
         self.deadline = math.inf
@@ -173,10 +181,12 @@ class EditorBase:
                  max_in_flight: int = MAX_IN_FLIGHT) -> None:
         self.address = address
         self.timeout = timeout
-        # Neovim runs queued RPC requests back to back, ahead of the user's keys: keep the
-        # queue short so a keystroke never waits behind a pile of our requests.
         self._max_in_flight = max_in_flight
         self._in_flight: dict[int, _Call] = {}
+        self._in_flight_cost = 0.0
+        self._costs: dict[object, float] = {}
+        """Per kind of request, a moving average of its time in Neovim."""
+        self._last_answer = 0.0
         self._waiting: collections.deque[_Call] = collections.deque()
         self._ids = itertools.count(1)
         self._deadlines: dict[float, collections.deque[tuple[float, _Call]]] = {}
@@ -224,11 +234,15 @@ class EditorBase:
 
     async def request(self, method: str, *args: Any, timeout: float | None = USE_DEFAULT) -> Any:
         """Make one Neovim API request; ``timeout=None`` waits as long as it takes."""
+        return await self._request(method, list(args), timeout, method)
+
+    async def _request(self, method: str, args: list[Any], timeout: float | None,
+                       kind: object) -> Any:
         if not self._attached():
             raise EditorGone("Neovim is not attached")
-        call = _Call(self._prepare(method, list(args)),
-                     self.timeout if timeout == USE_DEFAULT else timeout)
-        if len(self._in_flight) < self._max_in_flight:
+        call = _Call(self._prepare(method, args),
+                     self.timeout if timeout == USE_DEFAULT else timeout, kind)
+        if not self._waiting and self._has_room(call):
             self._launch(call)
         else:
             # Our own queue is not Neovim's fault: its wait has a limit of its own.
@@ -242,9 +256,17 @@ class EditorBase:
 
         return await trio.lowlevel.wait_task_rescheduled(abort)
 
+    def _has_room(self, call: _Call) -> bool:
+        # A kind not seen yet goes alone: it may be slow.
+        call.cost = self._costs.get(call.kind, FREEZE_BUDGET)
+        return not self._in_flight or (len(self._in_flight) < self._max_in_flight and
+                                       self._in_flight_cost + call.cost <= FREEZE_BUDGET)
+
     def _launch(self, call: _Call) -> None:
         msgid = call.msgid = next(self._ids) & 0xFFFFFFFF  # msgpack-RPC ids are 32-bit
         self._in_flight[msgid] = call
+        self._in_flight_cost += call.cost
+        call.sent = trio.current_time()
         if call.limit is not None:
             self._watch(call, call.limit)
         self._send_call(msgid, call.message)
@@ -252,6 +274,12 @@ class EditorBase:
     def _answered(self, msgid: int, error: BaseException | None, result: Any) -> None:
         call = self._in_flight.get(msgid)
         if call is not None:  # else its caller timed out or was cancelled
+            # Neovim works on one request at a time, in order: this one from when it arrived
+            # or the one before was answered, whichever came later.
+            now = trio.current_time()
+            took = now - max(call.sent, self._last_answer)
+            self._last_answer = now
+            self._costs[call.kind] = (self._costs.get(call.kind, took) + took) / 2
             self._settle(call, outcome.Error(error) if error is not None
                          else outcome.Value(result))
 
@@ -264,12 +292,13 @@ class EditorBase:
         call.message = None
         if call.msgid is not None:
             del self._in_flight[call.msgid]
+            self._in_flight_cost = self._in_flight_cost - call.cost if self._in_flight else 0.0
         if result is not None:
             trio.lowlevel.reschedule(call.task, result)
-        deadlines = self._deadlines.get(call.limit) if call.limit is not None else None
-        while deadlines and deadlines[0][1].done:  # answers come in order: usually O(1)
-            deadlines.popleft()
-        while self._waiting and len(self._in_flight) < self._max_in_flight:
+        for deadlines in self._deadlines.values():  # calls end in order: usually O(1)
+            while deadlines and _stale(*deadlines[0]):
+                deadlines.popleft()
+        while self._waiting and (self._waiting[0].done or self._has_room(self._waiting[0])):
             waiting = self._waiting.popleft()
             if not waiting.done:
                 self._launch(waiting)
@@ -295,7 +324,7 @@ class EditorBase:
             for deadlines in self._deadlines.values():
                 while deadlines:
                     deadline, call = deadlines[0]
-                    if call.done or call.deadline != deadline:  # settled, or moved on
+                    if _stale(deadline, call):
                         deadlines.popleft()
                     elif deadline <= now:
                         deadlines.popleft()
@@ -317,12 +346,14 @@ class EditorBase:
 
     async def exec_lua(self, code: str, *args: Any, timeout: float | None = USE_DEFAULT) -> Any:
         """Run a Lua chunk in Neovim with ``...`` = ``args``; returns its value."""
-        return await self.request("nvim_exec_lua", code, list(args), timeout=timeout)
+        return await self._request("nvim_exec_lua", [code, list(args)], timeout,
+                                   "nvim_exec_lua")
 
     async def call_lua(self, module: str, fn: str, *args: Any,
                        timeout: float | None = USE_DEFAULT) -> Any:
         """Call ``package.loaded[module][fn](*args)`` in Neovim: one round trip."""
-        return await self.exec_lua(CALL_LUA, module, fn, *args, timeout=timeout)
+        return await self._request("nvim_exec_lua", [CALL_LUA, [module, fn, *args]], timeout,
+                                   (module, fn))
 
     def call_lua_soon(self, module: str, fn: str, *args: Any) -> None:
         """Like :meth:`call_lua`, without waiting: sent as an RPC notification (no answer).
@@ -330,6 +361,12 @@ class EditorBase:
         Neovim reports a failure only in its own log; use it where nobody needs the result.
         """
         self._send_notification("nvim_exec_lua", [CALL_LUA, [module, fn, *args]])
+
+
+def _stale(deadline: float, call: _Call) -> bool:
+    """Whether a deadline no longer matters: its call was settled, or it was sent and has the
+    deadline of its answer now."""
+    return call.done or call.deadline != deadline
 
 
 def error_text(message: object) -> str:
