@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import logging
 
+import pytest
 import trio
 
-from claude_nvim import Tool, ToolError, text_result
+from claude_nvim import Tool, ToolError, jsontext, text_result
 from claude_nvim.diffs import DiffRegistry
-from claude_nvim.mcp import McpSession, encode
+from claude_nvim.mcp import McpSession
 from claude_nvim.selection import SelectionTracker
 from claude_nvim.tool import ConnectionInfo, ToolContext
 
@@ -194,8 +195,12 @@ async def test_a_cancelled_call_is_not_answered():
     assert replies == [None]
 
 
-def test_encode_escapes_lone_surrogates_and_keeps_utf8_otherwise():
-    assert encode({"t": "é😀"}) == '{"t":"é😀"}'
-    text = encode({"t": "a\udcff"})
-    text.encode("utf-8")
-    assert json.loads(text) == {"t": "a\udcff"}
+def test_json_text_escapes_lone_surrogates_and_keeps_utf8_otherwise():
+    assert jsontext.dumps({"t": "é😀", 1: [1.5, None]}) == '{"t":"é😀","1":[1.5,null]}'.encode()
+    text = jsontext.dumps({"t": "a\udcff"})  # from a buffer that is not UTF-8
+    assert json.loads(text.decode("utf-8")) == {"t": "a\udcff"}
+    assert jsontext.dumps(2**70) == b"1180591620717411303424"
+    assert jsontext.loads('{"t":"a\\udcff"}') == {"t": "a\udcff"}
+    assert jsontext.loads(b'[1,"\xc3\xa9"]') == [1, "é"]
+    with pytest.raises(ValueError, match="Expecting"):
+        jsontext.loads("{")

@@ -6,14 +6,13 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import trio
 
-from . import __version__
+from . import __version__, jsontext
 from .editor import EditorGone
 from .schema import validate
 from .tool import JSON, ConnectionInfo, Tool, ToolContext, ToolError, error_result
@@ -37,21 +36,6 @@ def error_response(request_id: Any, code: int, message: str) -> JSON:
 
 def notification(method: str, params: JSON) -> JSON:
     return {"jsonrpc": "2.0", "method": method, "params": params}
-
-
-def encode(message: JSON) -> str:
-    """One JSON-RPC message as compact JSON text, UTF-8 safe.
-
-    Text from non-UTF-8 buffers may hold lone surrogates, which cannot be sent as UTF-8; those
-    messages fall back to ``\\u`` escapes.
-    """
-    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            text = json.dumps(message, separators=(",", ":"))
-    return text
 
 
 ContextFactory = Callable[[Tool, ConnectionInfo], ToolContext]
@@ -79,7 +63,7 @@ class McpSession:
         if isinstance(raw, bytes):
             return error_response(None, INVALID_REQUEST, "Binary frames are not supported")
         try:
-            message = json.loads(raw)
+            message = jsontext.loads(raw)
         except (ValueError, RecursionError) as exc:
             return error_response(None, PARSE_ERROR, f"Parse error: {exc}")
         if not isinstance(message, dict):

@@ -15,9 +15,9 @@ from typing import Any
 
 import trio
 
-from . import diffs, lockfile, lua_util, mentions, selection, websocket
+from . import diffs, jsontext, lockfile, lua_util, mentions, selection, websocket
 from .editor import Editor, answering, parse_address
-from .mcp import McpSession, encode, notification
+from .mcp import McpSession, notification
 from .tool import JSON, ConnectionInfo, Tool, ToolContext
 from .websocket import Connection, ConnectionClosed, Request
 
@@ -275,7 +275,7 @@ class App:
     async def _send(self, ws: Connection, message: JSON) -> bool:
         """Send one message; ``False`` when the connection is gone (normal life) or dropped."""
         try:
-            await ws.send(encode(message))
+            await ws.send(jsontext.dumps(message))
         except ConnectionClosed:
             return False
         return True

@@ -25,9 +25,9 @@ import pytest
 import trio
 from trio_websocket import WebSocketConnection, open_websocket
 
+from . import jsontext
 from .editor import Editor, editor_for
 from .headless import headless_nvim
-from .mcp import encode
 from .plugins import load_tools
 from .server import App
 from .tool import JSON, Tool
@@ -98,7 +98,8 @@ class McpClient:
                     self._arrived = trio.Event()
 
     async def send(self, message: JSON | str) -> None:
-        await self.ws.send_message(message if isinstance(message, str) else encode(message))
+        text = message if isinstance(message, str) else jsontext.dumps(message).decode()
+        await self.ws.send_message(text)
 
     async def request(self, method: str, params: JSON | None = None) -> JSON:
         """Send a request and return the whole response message."""

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from . import jsontext
 
 if TYPE_CHECKING:
     from .diffs import DiffRegistry
@@ -96,7 +97,7 @@ def text_result(*texts: str) -> ToolResult:
 
 def json_result(value: Any) -> ToolResult:
     """A tool result holding ``value`` as compact JSON text."""
-    return text_result(json.dumps(value, separators=(",", ":")))
+    return text_result(jsontext.dumps(value).decode("utf-8"))
 
 
 def error_result(message: str) -> ToolResult:

@@ -347,12 +347,13 @@ class Connection:
         self._writing = False
         self._finished = trio.Event()
 
-    async def send(self, text: str) -> None:
-        """Queue one text message; waits only while the peer has a backlog (``HIGH_WATER``).
+    async def send(self, text: str | bytes) -> None:
+        """Queue one text message (as ``bytes``: UTF-8 already); waits only while the peer has
+        a backlog (``HIGH_WATER``).
 
         Raises :class:`ConnectionClosed` when the connection is over.
         """
-        self._queue(frame(TEXT, text.encode("utf-8")))
+        self._queue(frame(TEXT, text if isinstance(text, bytes) else text.encode("utf-8")))
         while self._queued > HIGH_WATER and self.closed is None:
             await self._written.wait()
         if self.closed is not None:
