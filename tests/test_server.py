@@ -223,6 +223,42 @@ async def test_client_disconnect_cancels_its_calls(nvim_address, tmp_path):
             assert (await again.request("ping"))["result"] == {}
 
 
+async def test_a_cancelled_call_ends_alone_and_the_connection_goes_on(nvim_address, tmp_path):
+    release = trio.Event()
+    cancelled = []
+
+    async def wait(ctx, args):
+        try:
+            await release.wait()
+        except trio.Cancelled:
+            cancelled.append(args["n"])
+            raise
+        return text_result(args["n"])
+
+    tools = {"wait": Tool("wait", {"type": "object"}, wait, description="Waits.", exposure=BOTH),
+             **load_tools().tools}
+    async with (
+        running_app(nvim_address, tools=tools, lock_directory=tmp_path / "ide") as app,
+        mcp_client(app.port, app.token) as client,
+    ):
+        for n in "abc":
+            await client.send({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+                               "params": {"name": "wait", "arguments": {"n": n}}})
+        await trio.sleep(0.05)
+        await client.notify("notifications/cancelled", {"requestId": "b"})
+        await trio.sleep(0.05)
+        assert cancelled == ["b"]
+        release.set()
+        # The connection goes on, its calls answered by tasks that are reused.
+        with trio.fail_after(5):
+            async with trio.open_nursery() as nursery:
+                for _ in range(20):
+                    nursery.start_soon(client.call_json, "getWorkspaceFolders")
+            assert (await client.call_json("getWorkspaceFolders"))["success"] is True
+        answered = {m["id"]: m["result"]["content"][0]["text"] for m in client.stray}
+        assert answered == {"a": "a", "c": "c"}
+
+
 async def test_neovim_quitting_stops_the_app_and_removes_the_lock(nvim_address, tmp_path):
     lock_dir = tmp_path / "ide"
     app = App(editor_for(nvim_address),

@@ -58,8 +58,18 @@ class McpSession:
         """Set once the first ``tools/list`` is answered: the CLI listens from then on."""
         self._in_flight: dict[Any, trio.CancelScope] = {}
 
-    async def handle(self, raw: str | bytes) -> JSON | None:
-        """Answer one incoming message; ``None`` when nothing is to be sent back."""
+    async def handle(self, raw: str | bytes,
+                     scope: trio.CancelScope | None = None) -> JSON | None:
+        """Answer one incoming message; ``None`` when nothing is to be sent back.
+
+        ``notifications/cancelled`` cancels ``scope``, the caller's cancel scope around this
+        one call (``Cancelled`` then leaves this method); without one, the call has its own
+        and a cancelled call returns ``None``.
+        """
+        if scope is None:
+            with trio.CancelScope() as scope:
+                return await self.handle(raw, scope)
+            return None  # cancelled by the client: no reply
         if isinstance(raw, bytes):
             return error_response(None, INVALID_REQUEST, "Binary frames are not supported")
         try:
@@ -90,12 +100,10 @@ class McpSession:
         if not is_request:
             self._on_notification(method, params)
             return None
+        self._in_flight[request_id] = scope
         try:
-            with trio.CancelScope() as scope:
-                self._in_flight[request_id] = scope
-                result = await self._on_request(method, params)
-                return {"jsonrpc": "2.0", "id": request_id, "result": result}
-            return None  # cancelled by the client: no reply
+            result = await self._on_request(method, params)
+            return {"jsonrpc": "2.0", "id": request_id, "result": result}
         except RpcError as exc:
             return error_response(request_id, exc.code, exc.message)
         finally:
