@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import trio
 
+from claude_nvim.diffs import DiffRegistry
 from claude_nvim.testing import McpClient, mcp_client
 
 TAB = "✻ [Claude Code] a.py (f8942c) ⧉"
@@ -249,3 +250,14 @@ async def test_an_existing_file_named_by_uri_or_home_path_is_an_edit_not_a_new_f
         assert left == str(target)
         await ui.request("nvim_command", "ClaudeNvimDiffDeny")
         assert (await diff.outcome())[0] == "DIFF_REJECTED"
+
+
+def test_a_settled_diff_keeps_no_copy_of_the_proposal():
+    # An accepted diff waits for close_tab; the megabytes it held would be freed then, and
+    # close_tab's answer would wait for that.
+    registry = DiffRegistry()
+    accepted, rejected = registry.open("a", 1, "new\n"), registry.open("b", 1, "other\n")
+    registry.settle(accepted.id, "accepted")
+    registry.settle(rejected.id, "rejected")
+    assert accepted.text == "new\n"
+    assert accepted.contents == rejected.contents == ""

@@ -197,6 +197,9 @@ class DiffRegistry:
         diff.status = status
         if status == "accepted":
             diff.text = _accepted_text(diff.contents, result)
+        # An accepted diff stays until close_tab: it keeps no megabytes, whose freeing then
+        # would hold up the answer.
+        diff.contents = ""
         diff.done.set()
 
     def find(self, tab_name: str) -> Diff | None:

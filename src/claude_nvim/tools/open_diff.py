@@ -28,7 +28,8 @@ async def open_diff(ctx: ToolContext, args: JSON) -> ToolResult:
             raise ToolError(refusal)
         await diff.done.wait()  # no timeout: only the user, the CLI or a disconnect end it
         if diff.status == "accepted":
-            return text_result("FILE_SAVED", diff.text or "")
+            text, diff.text = diff.text or "", None  # the answer holds it now
+            return text_result("FILE_SAVED", text)
         return text_result("DIFF_REJECTED", tab_name)
     finally:
         if diff.status != "accepted":  # rejected, refused, cancelled: close now
