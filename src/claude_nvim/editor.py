@@ -257,15 +257,19 @@ class EditorBase:
 
         return await trio.lowlevel.wait_task_rescheduled(abort)
 
-    def _has_room(self, call: _Call) -> bool:
+    def _cost(self, call: _Call) -> float:
         # A kind not seen yet goes alone: it may be slow.
-        call.cost = self._costs.get(call.kind, FREEZE_BUDGET)
+        return self._costs.get(call.kind, FREEZE_BUDGET)
+
+    def _has_room(self, call: _Call) -> bool:
+        """Whether Neovim's queue of our requests stays within FREEZE_BUDGET with ``call``."""
         return not self._in_flight or (len(self._in_flight) < self._max_in_flight and
-                                       self._in_flight_cost + call.cost <= FREEZE_BUDGET)
+                                       self._in_flight_cost + self._cost(call) <= FREEZE_BUDGET)
 
     def _launch(self, call: _Call) -> None:
         msgid = call.msgid = next(self._ids) & 0xFFFFFFFF  # msgpack-RPC ids are 32-bit
         self._in_flight[msgid] = call
+        call.cost = self._cost(call)
         self._in_flight_cost += call.cost
         call.sent = trio.current_time()
         if call.limit is not None:
