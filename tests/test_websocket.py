@@ -212,6 +212,35 @@ async def test_messages_and_frames_sent_right_after_the_upgrade(port):
         assert await stream.receive_some(4096) == b""  # and then the server closes
 
 
+async def test_a_sender_waits_for_room_before_queueing_never_after(nursery):
+    sent: list[str] = []
+
+    async def handler(request):
+        ws = await request.accept()
+
+        async def answer():
+            await ws.send("x" * (16 << 20))  # room: queued, and done at once
+            sent.append("big")
+            await ws.send("small")  # over HIGH_WATER, unread: waits, not queued
+            sent.append("small")
+
+        async with trio.open_nursery() as tasks:
+            await ws.serve(lambda message: tasks.start_soon(answer))
+
+    port = await nursery.start(lambda task_status: serve(
+        handler, 0, max_message_size=2**20, handshake_timeout=1, stall_timeout=5,
+        task_status=task_status))
+    stream = await trio.open_tcp_stream("127.0.0.1", port)
+    await stream.send_all(upgrade() + client_frame(TEXT, b"go"))
+    await trio.sleep(0.3)  # the client reads nothing yet
+    assert sent == ["big"]
+    received = b""
+    with trio.fail_after(5):
+        while not received.endswith(frame(TEXT, b"small")):
+            received += await stream.receive_some(1 << 20)
+    assert sent == ["big", "small"]
+
+
 async def test_a_stall_deadline_that_passed_while_idle_drops_nobody(nursery):
     async def handler(request):
         ws = await request.accept()

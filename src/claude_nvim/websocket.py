@@ -350,16 +350,16 @@ class Connection:
         self._finished = trio.Event()
 
     async def send(self, text: str | bytes) -> None:
-        """Queue one text message (as ``bytes``: UTF-8 already); waits only while the peer has
-        a backlog (``HIGH_WATER``).
+        """Queue one text message (as ``bytes``: UTF-8 already); while the peer has a backlog
+        (``HIGH_WATER``), wait for room first.
 
+        Room is waited for before queueing, not after: a sender whose message is queued is
+        done, and does not hold its memory while other messages keep the backlog up.
         Raises :class:`ConnectionClosed` when the connection is over.
         """
-        self._queue(frame(TEXT, text if isinstance(text, bytes) else text.encode("utf-8")))
         while self._queued > HIGH_WATER and self.closed is None:
             await self._written.wait()
-        if self.closed is not None:
-            raise ConnectionClosed(self.closed)
+        self._queue(frame(TEXT, text if isinstance(text, bytes) else text.encode("utf-8")))
 
     async def ping(self) -> None:
         """Send a ping and wait for its pong."""
