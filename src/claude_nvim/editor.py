@@ -249,7 +249,7 @@ class EditorBase:
             # Our own queue is not Neovim's fault: its wait has a limit of its own.
             self._waiting.append(call)
             if call.limit is not None:
-                self._watch(call, QUEUE_TIMEOUT)
+                self._watch(call, QUEUE_TIMEOUT, trio.current_time())
 
         def abort(_: Any) -> trio.lowlevel.Abort:  # cancelled: the answer, if any, is dropped
             self._settle(call, None)
@@ -273,7 +273,7 @@ class EditorBase:
         self._in_flight_cost += call.cost
         call.sent = trio.current_time()
         if call.limit is not None:
-            self._watch(call, call.limit)
+            self._watch(call, call.limit, call.sent)
         self._send_call(msgid, call.message)
 
     def _answered(self, msgid: int, error: BaseException | None, result: Any) -> None:
@@ -314,8 +314,8 @@ class EditorBase:
 
     # Deadlines.
 
-    def _watch(self, call: _Call, seconds: float) -> None:
-        call.deadline = trio.current_time() + seconds
+    def _watch(self, call: _Call, seconds: float, now: float) -> None:
+        call.deadline = now + seconds
         self._deadlines.setdefault(seconds, collections.deque()).append((call.deadline, call))
         if call.deadline < self._timer.deadline:
             self._timer.deadline = call.deadline

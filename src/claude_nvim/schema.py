@@ -39,10 +39,10 @@ def _describe(value: Any) -> str:
 def validate(value: Any, schema: Mapping[str, Any], where: str = "arguments") -> str | None:
     """Return a message naming the first problem, or ``None`` when ``value`` fits."""
     expected = schema.get("type")
-    if expected is not None:
+    if expected is not None and not (_is_type(value, expected) if isinstance(expected, str)
+                                     else any(_is_type(value, n) for n in expected)):
         names = [expected] if isinstance(expected, str) else list(expected)
-        if not any(_is_type(value, n) for n in names):
-            return f"{where} must be of type {' or '.join(names)}, not {_describe(value)}"
+        return f"{where} must be of type {' or '.join(names)}, not {_describe(value)}"
     if "enum" in schema and value not in schema["enum"]:
         choices = ", ".join(repr(c) for c in schema["enum"])
         return f"{where} must be one of {choices}"
