@@ -212,26 +212,31 @@ async def test_messages_and_frames_sent_right_after_the_upgrade(port):
         assert await stream.receive_some(4096) == b""  # and then the server closes
 
 
-async def test_a_sender_waits_for_room_before_queueing_never_after(nursery):
-    sent: list[str] = []
-
+async def answered_once(nursery, answer, *, stall_timeout: float) -> trio.SocketStream:
+    """A raw client that has sent one message to a server answering it with ``answer(ws)``."""
     async def handler(request):
         ws = await request.accept()
-
-        async def answer():
-            await ws.send("x" * (16 << 20))  # room: queued, and done at once
-            sent.append("big")
-            await ws.send("small")  # over HIGH_WATER, unread: waits, not queued
-            sent.append("small")
-
         async with trio.open_nursery() as tasks:
-            await ws.serve(lambda message: tasks.start_soon(answer))
+            await ws.serve(lambda message: tasks.start_soon(answer, ws))
 
     port = await nursery.start(lambda task_status: serve(
-        handler, 0, max_message_size=2**20, handshake_timeout=1, stall_timeout=5,
+        handler, 0, max_message_size=2**20, handshake_timeout=1, stall_timeout=stall_timeout,
         task_status=task_status))
     stream = await trio.open_tcp_stream("127.0.0.1", port)
     await stream.send_all(upgrade() + client_frame(TEXT, b"go"))
+    return stream
+
+
+async def test_a_sender_waits_for_room_before_queueing_never_after(nursery):
+    sent: list[str] = []
+
+    async def answer(ws):
+        await ws.send("x" * (16 << 20))  # room: queued, and done at once
+        sent.append("big")
+        await ws.send("small")  # over HIGH_WATER, unread: waits, not queued
+        sent.append("small")
+
+    stream = await answered_once(nursery, answer, stall_timeout=5)
     await trio.sleep(0.3)  # the client reads nothing yet
     assert sent == ["big"]
     received = b""
@@ -242,23 +247,13 @@ async def test_a_sender_waits_for_room_before_queueing_never_after(nursery):
 
 
 async def test_a_stall_deadline_that_passed_while_idle_drops_nobody(nursery):
-    async def handler(request):
-        ws = await request.accept()
+    async def answer(ws):
+        await ws.send("one")
+        await trio.sleep(0.05)  # written: the writer's stall deadline is set
+        time.sleep(0.3)  # the loop is held past that deadline ...
+        await ws.send("two")  # ... and the writer is woken in the same step
 
-        async def answer():
-            await ws.send("one")
-            await trio.sleep(0.05)  # written: the writer's stall deadline is set
-            time.sleep(0.3)  # the loop is held past that deadline ...
-            await ws.send("two")  # ... and the writer is woken in the same step
-
-        async with trio.open_nursery() as tasks:
-            await ws.serve(lambda message: tasks.start_soon(answer))
-
-    port = await nursery.start(lambda task_status: serve(
-        handler, 0, max_message_size=2**20, handshake_timeout=1, stall_timeout=0.2,
-        task_status=task_status))
-    stream = await trio.open_tcp_stream("127.0.0.1", port)
-    await stream.send_all(upgrade() + client_frame(TEXT, b"go"))
+    stream = await answered_once(nursery, answer, stall_timeout=0.2)
     received = b""
     with trio.fail_after(5):
         while frame(TEXT, b"two") not in received:

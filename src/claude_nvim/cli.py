@@ -274,6 +274,7 @@ async def _claude_session(app: App, command: list[str]) -> int:
     SIGTERM or SIGHUP (the terminal closed) stop both, and the lock file goes with them.
     """
     status = 128 + signal.SIGTERM
+    gc.freeze()  # as for serve: the server runs here too
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_stop_on_signals, nursery.cancel_scope)
         status = await _serve_and_run_claude(app, command)

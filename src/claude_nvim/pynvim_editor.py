@@ -137,7 +137,7 @@ class PynvimEditor(EditorBase):
         self._hop(in_greenlet)
 
     def _send_notification(self, method: str, args: list[Any]) -> None:
-        if not self._gone and self._nvim is not None:
+        if self._attached():
             self._hop(lambda: self._nvim._session.request(method, *args, async_=True))
 
 
