@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -98,7 +100,7 @@ async def test_a_second_serve_refuses_and_names_the_first(nvim_address, tmp_path
 
 async def test_disable_leaves_a_tool_out(nvim_address, tmp_path):
     process = await trio.lowlevel.open_process(
-        [*SERVE, "--nvim", nvim_address, "--disable", "getDiagnostics"],
+        [*SERVE, "--nvim", nvim_address, "--disable", "getDiagnostics", "--disable", "getDiag"],
         env=environment(tmp_path, CLAUDE_NVIM_DISABLE="getOpenEditors"), stderr=subprocess.PIPE)
     try:
         lock, content = await wait_for_lock(tmp_path, process)
@@ -110,6 +112,9 @@ async def test_disable_leaves_a_tool_out(nvim_address, tmp_path):
             assert reply["error"]["code"] == -32601
     finally:
         await stop(process, signal.SIGTERM)
+    warnings = [line for line in (await read_all(process.stderr)).decode().splitlines()
+                if "WARNING" in line]
+    assert len(warnings) == 1 and "'getDiag': no tool or plugin has that name" in warnings[0]
 
 
 async def test_headless_serves_a_private_neovim_and_stops_it(tmp_path):
@@ -127,6 +132,26 @@ async def test_headless_serves_a_private_neovim_and_stops_it(tmp_path):
             await trio.sleep(0.02)
 
 
+async def test_headless_says_what_to_do_next_and_ctrl_c_gives_one_stop_reason(tmp_path):
+    process = await trio.lowlevel.open_process(
+        [*SERVE, "--headless"], env=environment(tmp_path), cwd=tmp_path,
+        stderr=subprocess.PIPE, start_new_session=True)
+    lock, _ = await wait_for_lock(tmp_path, process)
+    os.killpg(process.pid, signal.SIGINT)  # Ctrl-C: the headless Neovim gets it too
+    assert await stop(process) == 130
+    stderr = (await read_all(process.stderr)).decode()
+    assert f"port {lock.stem}; run `claude --ide` in {tmp_path}" in stderr
+    stop_reasons = [line for line in stderr.splitlines() if "stopped" in line]
+    assert len(stop_reasons) == 1 and stop_reasons[0].endswith("stopped: interrupted"), stderr
+
+
+async def read_all(stream: trio.abc.ReceiveStream) -> bytes:
+    data = b""
+    while chunk := await stream.receive_some(65536):
+        data += chunk
+    return data
+
+
 def _state(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0]
@@ -138,8 +163,81 @@ def test_an_unreachable_neovim_is_an_error_and_options_go_after_the_command(tmp_
     done = subprocess.run([*SERVE, "--nvim", str(tmp_path / "none.sock"), "--log-level",
                            "warning"], env=environment(tmp_path), capture_output=True,
                           text=True, timeout=30)
-    assert done.returncode == 1
-    assert f"cannot reach Neovim at {tmp_path / 'none.sock'}" in done.stderr
+    assert one_line_of_error(done).startswith(
+        f"claude-nvim: cannot reach Neovim at {tmp_path / 'none.sock'}")
+
+
+def one_line_of_error(done: subprocess.CompletedProcess[str]) -> str:
+    """The one line a failed command printed, after checking that it failed so."""
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("claude-nvim: ") and "; " in lines[0]  # cause; what to do
+    return lines[0]
+
+
+def test_a_taken_port_is_one_line_of_error_and_the_traceback_is_for_debug(nvim_address,
+                                                                         tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        command = [*SERVE, "--nvim", nvim_address, "--port", str(port)]
+        done = subprocess.run(command, env=environment(tmp_path), capture_output=True,
+                              text=True, timeout=30)
+        line = one_line_of_error(done)
+        assert f"port {port} is in use" in line and "--port" in line
+        log_file = tmp_path / "debug.log"
+        subprocess.run([*command, "--log-level", "debug", "--log-file", str(log_file)],
+                       env=environment(tmp_path), capture_output=True, timeout=30)
+        assert "Traceback" in log_file.read_text()
+    assert not list((tmp_path / "ide").glob("*.lock"))
+
+
+@pytest.mark.parametrize("config_dir", ["a file", "/proc/self", "read-only"])
+def test_an_unusable_config_dir_is_one_line_of_error(nvim_address, tmp_path, config_dir):
+    if config_dir == "a file":
+        config_dir = tmp_path / "file"
+        config_dir.write_text("")
+    elif config_dir == "read-only":
+        if os.geteuid() == 0:
+            pytest.skip("root writes into read-only directories")
+        config_dir = tmp_path / "read-only"
+        config_dir.mkdir(mode=0o500)
+    done = subprocess.run([*SERVE, "--nvim", nvim_address], env=environment(config_dir),
+                          capture_output=True, text=True, timeout=30)
+    line = one_line_of_error(done)
+    assert f"cannot write the lock file in {Path(config_dir) / 'ide'}" in line
+    assert "CLAUDE_CONFIG_DIR" in line
+
+
+def test_neovim_quitting_during_start_up_is_one_line_of_error(tmp_path):
+    from claude_nvim.headless import headless_nvim
+    # It quits when serve, half started, names itself (nvim_set_client_info).
+    quits = ("--clean", "--cmd", "autocmd ChanInfo * qa!")
+    with headless_nvim(cwd=tmp_path, args=quits) as (address, _nvim):
+        done = subprocess.run([*SERVE, "--nvim", address], env=environment(tmp_path),
+                              capture_output=True, text=True, timeout=30)
+    assert "Neovim" in one_line_of_error(done)
+    assert not list((tmp_path / "ide").glob("*.lock"))
+
+
+@pytest.mark.parametrize("nvim", ["false", "missing"])
+def test_a_headless_neovim_that_does_not_start_is_one_line_of_error(tmp_path, nvim):
+    path = shutil.which("false") if nvim == "false" else str(tmp_path / "no-nvim")
+    done = subprocess.run([*SERVE, "--headless"], env=environment(tmp_path,
+                          CLAUDE_NVIM_NVIM=path), cwd=tmp_path, capture_output=True,
+                          text=True, timeout=30)
+    line = one_line_of_error(done)
+    assert f"cannot start `{path} --headless`" in line and "CLAUDE_NVIM_NVIM" in line
+
+
+def test_an_unwritable_log_file_is_one_line_of_error(tmp_path):
+    done = subprocess.run([*SERVE, "--log-file", str(tmp_path / "no" / "such.log")],
+                          env=environment(tmp_path), capture_output=True, text=True,
+                          timeout=30)
+    assert "cannot open the log file" in one_line_of_error(done)
 
 
 async def test_the_token_never_reaches_the_log(nvim_address, tmp_path):

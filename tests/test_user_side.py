@@ -167,3 +167,47 @@ async def test_closing_the_terminal_stops_claude_and_removes_the_lock(nvim_addre
     with trio.fail_after(15):
         await process.wait()
     assert list((config / "ide").iterdir()) == []  # no lock, no private config left
+
+
+def test_claude_command_help_is_its_own_and_says_claudes_options_follow():
+    env = {k: v for k, v in os.environ.items() if k != "NVIM"}
+    done = subprocess.run([*CLAUDE_NVIM, "claude", "--help"], env=env, capture_output=True,
+                          text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: claude-nvim claude [-h] [--nvim ADDR]")
+    assert "--log-file" in done.stdout and "claude's own" in done.stdout
+
+
+async def test_claude_command_options_go_before_claudes(nvim_address, tmp_path):
+    env = {**os.environ, "CLAUDE_NVIM_CLAUDE": str(fake_claude(tmp_path)),
+           "CLAUDE_CONFIG_DIR": str(tmp_path / "cfg")}
+    env.pop("NVIM", None)
+    env.pop("CLAUDE_CODE_SSE_PORT", None)
+    log_file = tmp_path / "claude-nvim.log"
+    done = await trio.run_process(
+        [*CLAUDE_NVIM, "claude", "--log-file", str(log_file), "--nvim", nvim_address,
+         "-p", "x", "--log-file", "claude's"], env=env, check=False, capture_stderr=True)
+    assert done.returncode == 7, done.stderr
+    assert json.loads((tmp_path / "seen.json").read_text())["argv"][:4] == [
+        "-p", "x", "--log-file", "claude's"]
+    assert "listening on ws://127.0.0.1:" in log_file.read_text()
+    # After `--`, all is claude's.
+    done = await trio.run_process([*CLAUDE_NVIM, "claude", f"--nvim={nvim_address}", "--",
+                                   "--help"], env=env, check=False, capture_stderr=True)
+    assert done.returncode == 7, done.stderr
+    assert json.loads((tmp_path / "seen.json").read_text())["argv"][:1] == ["--help"]
+
+
+def test_claude_command_failures_are_one_line(nvim_address, tmp_path):
+    config_file = tmp_path / "a-file"
+    config_file.write_text("")
+    env = {**os.environ, "CLAUDE_NVIM_CLAUDE": str(fake_claude(tmp_path)),
+           "CLAUDE_CONFIG_DIR": str(config_file)}
+    for address, cause in ((str(tmp_path / "none.sock"), "cannot reach Neovim at"),
+                           (nvim_address, f"cannot write the lock file in {config_file}/ide")):
+        done = subprocess.run([*CLAUDE_NVIM, "claude", "--nvim", address], env=env,
+                              capture_output=True, text=True, timeout=30)
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+        assert len(done.stderr.splitlines()) == 1
+        assert done.stderr.startswith(f"claude-nvim: {cause}")
+        assert not (tmp_path / "seen.json").exists()  # claude never ran

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import gc
 import json
 import logging
@@ -11,16 +12,16 @@ import os
 import shutil
 import signal
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import trio
 from trio_websocket import HandshakeError
 
 from . import __version__, doctor, lockfile
-from .editor import EditorGone, editor_for
-from .headless import headless_nvim
-from .plugins import ToolRegistryError, load_tools, plugin_distributions
+from .editor import EditorGone, editor_for, leaf_errors
+from .headless import find_nvim, headless_nvim
+from .plugins import LoadedTools, ToolRegistryError, load_tools, plugin_distributions
 from .relay import relay
 from .server import MODEL_PATH, AlreadyServed, App
 
@@ -39,14 +40,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     ours, claude_args = _split_at_claude(argv)
     args = parser.parse_args(ours)
     args.claude_args = claude_args
-    # `claude` owns the terminal: logging there would scribble over its screen.
-    _configure_logging(args.log_level, args.log_file,
-                       to_stderr=getattr(args, "command", None) is not cmd_claude)
+    try:
+        # `claude` owns the terminal: logging there would scribble over its screen.
+        _configure_logging(args.log_level, args.log_file,
+                           to_stderr=getattr(args, "command", None) is not cmd_claude)
+    except OSError as exc:
+        return _fail(f"cannot open the log file ({exc.strerror}: {exc.filename}); "
+                     "choose another --log-file")
     if not hasattr(args, "command"):
         parser.print_help()
         return 2
-    result: int = args.command(args)
+    try:
+        result: int = args.command(args)
+    except KeyboardInterrupt:  # Ctrl-C outside a server (which says why it stopped itself)
+        return 130
     return result
+
+
+def _fail(message: str, error: BaseException | None = None) -> int:
+    """Say why the command failed, in one line; the traceback is for the debug log only."""
+    if error is not None:
+        log.debug("the failure in full:", exc_info=error)
+    print(f"claude-nvim: {message}", file=sys.stderr)
+    return 1
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -70,7 +86,7 @@ def _parser() -> argparse.ArgumentParser:
                             "(default: $NVIM, set inside Neovim's :terminal)")
     where.add_argument("--headless", action="store_true",
                        help="start a private headless Neovim (--clean) in this directory")
-    serve.add_argument("--port", type=int, default=0,
+    serve.add_argument("--port", type=_port, default=0,
                        help="port on 127.0.0.1 (default: a free one)")
     _add_disable(serve)
 
@@ -78,8 +94,12 @@ def _parser() -> argparse.ArgumentParser:
         "claude", parents=[logging_options],
         help="serve this Neovim and run `claude` connected to it",
         description="Start the server for this Neovim (or reuse the running one) and run "
-                    "`claude` with every further argument; stop when it exits.",
-        usage="claude-nvim claude [--nvim ADDR] [claude arguments ...]")
+                    "`claude` connected to it; stop when it exits. The options below go right "
+                    "after `claude`; the first other argument and all after it are claude's "
+                    "own (after `--`, all are: claude-nvim claude -- --help shows claude's "
+                    "help).",
+        usage="claude-nvim claude [-h] [--nvim ADDR] [--log-level LEVEL] [--log-file FILE] "
+              "[--] [claude's options and arguments ...]")
     claude.set_defaults(command=cmd_claude)
     claude.add_argument("--nvim", metavar="ADDR", help="Neovim's RPC address (default: $NVIM)")
     claude.set_defaults(disable=[])
@@ -118,19 +138,46 @@ def _add_disable(parser: argparse.ArgumentParser) -> None:
                              "CLAUDE_NVIM_DISABLE=a,b)")
 
 
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0-65535)")
+    return port
+
+
+_LOGGING_OPTIONS = ("--log-level", "--log-file")
+
+
 def _split_at_claude(argv: list[str]) -> tuple[list[str], list[str]]:
-    """Split ``... claude [--nvim ADDR] REST`` so that REST goes to ``claude`` untouched."""
-    at = 0
-    while at < len(argv) and argv[at].startswith("-"):  # options before the command word
-        at += 2 if argv[at] in ("--log-level", "--log-file") else 1
+    """Split ``... claude [our options] [--] REST`` so that REST goes to ``claude`` untouched.
+
+    Ours are any options before the command word, and after it those of ``claude-nvim claude
+    --help``; the first other argument starts claude's.
+    """
+    at = _past_options(argv, 0, _LOGGING_OPTIONS)
     if argv[at:at + 1] != ["claude"]:
         return argv, []
-    at += 1
-    if argv[at:at + 1] == ["--nvim"]:
-        at += 2
-    elif argv[at:at + 1] and argv[at].startswith("--nvim="):
-        at += 1
-    return argv[:at], argv[at:]
+    at = _past_options(argv, at + 1, (*_LOGGING_OPTIONS, "--nvim"), ("-h", "--help"))
+    rest = argv[at:]
+    return argv[:at], rest[1:] if rest[:1] == ["--"] else rest
+
+
+def _past_options(argv: list[str], at: int, with_value: Sequence[str],
+                  flags: Sequence[str] | None = None) -> int:
+    """Where the options from ``at`` on end: ``flags`` (None: any other option) and
+    ``with_value`` (``--name VALUE`` or ``--name=VALUE``)."""
+    while at < len(argv):
+        name = argv[at].split("=", 1)[0]
+        if name in with_value:
+            at += 1 if "=" in argv[at] else 2
+        elif argv[at] in flags if flags is not None else argv[at].startswith("-"):
+            at += 1
+        else:
+            break
+    return at
 
 
 def _configure_logging(level: str, log_file: str | None, *, to_stderr: bool = True) -> None:
@@ -156,9 +203,10 @@ def cmd_tools(args: argparse.Namespace) -> int:
     try:
         loaded = load_tools()
     except ToolRegistryError as exc:
-        print(f"claude-nvim: {exc}", file=sys.stderr)
-        return 1
+        return _fail(str(exc), exc)
     sources = plugin_distributions()
+    _warn_unmatched(disabled - {t.name for t in loaded.tools.values()}
+                    - {b.name for b in loaded.broken} - set(sources))
     rows = [("TOOL", "ENDPOINT", "PLUGIN", "FROM", "STATUS")]
     for tool in sorted(loaded.tools.values(), key=lambda t: t.name.lower()):
         plugin = tool.plugin or "?"
@@ -177,43 +225,115 @@ def cmd_tools(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
+def _load_tools(args: argparse.Namespace) -> LoadedTools | None:
+    """The tools to serve, or None when there are none to serve (and the user was told)."""
     try:
         loaded = load_tools(disabled=_disabled(args))
     except ToolRegistryError as exc:
-        print(f"claude-nvim: {exc}", file=sys.stderr)
+        _fail(str(exc), exc)
+        return None
+    _warn_unmatched(loaded.unmatched)
+    return loaded
+
+
+def _warn_unmatched(names: Iterable[str]) -> None:
+    for name in sorted(names):
+        log.warning("cannot disable %r: no tool or plugin has that name (claude-nvim tools "
+                    "lists them)", name)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    loaded = _load_tools(args)
+    if loaded is None:
         return 1
-    with _neovim_address(args) as address:
-        if address is None:
+    with contextlib.ExitStack() as stack:
+        ready_note = None
+        if args.headless:
+            address = _start_headless(stack)
+            if address is None:
+                return 1
+            ready_note = f"run `claude --ide` in {os.getcwd()} (or a directory below it)"
+        else:
+            address = args.nvim or os.environ.get("NVIM")
+        if not address:
             print(NO_NVIM.format(command="serve") + "\nOr try it with --headless.",
                   file=sys.stderr)
             return 2
-        return _run(App(editor_for(address), loaded.tools, port=args.port))
+        return _run(App(editor_for(address), loaded.tools, port=args.port), ready_note)
 
 
-def _run(app: App) -> int:
-    status = 0
+def _start_headless(stack: contextlib.ExitStack) -> str | None:
+    """Start a private headless Neovim here for ``stack``'s life; its address, or None."""
     try:
-        trio.run(_serve, app)
-    except* KeyboardInterrupt:
+        nvim = find_nvim()
+    except FileNotFoundError as exc:
+        _fail(str(exc), exc)
+        return None
+    try:
+        address, _process = stack.enter_context(headless_nvim(cwd=os.getcwd()))
+    except (OSError, RuntimeError) as exc:  # it does not run, or quits before listening
+        _fail(f"cannot start `{nvim} --headless` ({exc}); check that it runs, "
+              "or set CLAUDE_NVIM_NVIM to another nvim", exc)
+        return None
+    log.info("started a headless Neovim at %s; diffs there can only be answered over "
+             "RPC (nvim --server %s --remote-send ...)", address, address)
+    return address
+
+
+def _run(app: App, ready_note: str | None = None) -> int:
+    started = False
+
+    def ready() -> None:
+        nonlocal started
+        started = True
+        if ready_note:
+            print(f"claude-nvim: serving on port {app.port}; {ready_note}; Ctrl-C stops",
+                  file=sys.stderr, flush=True)
+
+    try:
+        trio.run(_serve, app, ready)
+    except BaseException as error:  # _stopped raises again what it does not expect
+        return _stopped(error, app, started)
+    return 0
+
+
+def _stopped(error: BaseException, app: App, started: bool, *, neovim_gone: int = 0) -> int:
+    """The exit status for what stopped ``app``: one stop reason, or one line of error.
+
+    Raises ``error`` when it was not expected.
+    """
+    errors = leaf_errors(error)
+    if any(isinstance(e, KeyboardInterrupt) for e in errors):
+        # Ctrl-C reaches a headless Neovim too, which quits: that is no second reason.
         log.info("stopped: interrupted")
-        status = 130
-    except* EditorGone as group:
-        if not app.port:  # it never started: Neovim was not reachable
-            print(f"claude-nvim: {_first(group)}", file=sys.stderr)
-            status = 1
-        else:
-            log.info("stopped: Neovim went away (%s)", _first(group))
-    except* AlreadyServed as group:
-        print(f"claude-nvim: {_first(group)}", file=sys.stderr)
-        status = 1
-    return status
+        return 130
+    if started and isinstance(errors[0], EditorGone):
+        log.info("stopped: Neovim went away (%s)", errors[0])
+        return neovim_gone
+    for e in errors:
+        if (why := _explain(e, app, started)) is not None:
+            return _fail(why, error)
+    raise error
 
 
-def _first(error: BaseException) -> BaseException:
-    while isinstance(error, BaseExceptionGroup):
-        error = error.exceptions[0]
-    return error
+def _explain(error: BaseException, app: App, started: bool) -> str | None:
+    """``cause; what to do`` for an expected failure of a server, or None."""
+    if isinstance(error, AlreadyServed):
+        return str(error)
+    if isinstance(error, EditorGone) and not started:
+        return f"{error}; check that Neovim runs there (`:echo v:servername` in it shows it)"
+    if isinstance(error, OSError) and error.filename is not None:
+        directory, path = app.lock_directory, Path(os.fsdecode(error.filename))
+        if path.is_relative_to(directory) or directory.is_relative_to(path):
+            return (f"cannot write the lock file in {directory} ({error.strerror}: {path}); "
+                    "make that a directory you can write, or set CLAUDE_CONFIG_DIR (for "
+                    "claude too) to another")
+    elif isinstance(error, OSError) and not started:  # the only one without a file: bind()
+        port = app.requested_port
+        cause = (f"port {port} is in use" if error.errno == errno.EADDRINUSE
+                 else f"cannot listen on 127.0.0.1:{port} ({error.strerror})")
+        return f"{cause}; choose another --port, or leave it out to take a free one"
+    return None
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -230,7 +350,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     try:
         trio.run(relay, port, token)
     except* (OSError, HandshakeError) as group:
-        print(f"claude-nvim mcp: cannot reach the server on port {port}: {_first(group)}",
+        print(f"claude-nvim mcp: cannot reach the server on port {port}: "
+              f"{leaf_errors(group)[0]}",
               file=sys.stderr)
         status = 1
     return status
@@ -254,21 +375,25 @@ def cmd_claude(args: argparse.Namespace) -> int:
         print("claude-nvim: `claude` is not on PATH; install Claude Code "
               "(npm install -g @anthropic-ai/claude-code)", file=sys.stderr)
         return 127
-    try:
-        loaded = load_tools(disabled=_disabled(args))
-    except ToolRegistryError as exc:
-        print(f"claude-nvim: {exc}", file=sys.stderr)
+    loaded = _load_tools(args)
+    if loaded is None:
         return 1
     app = App(editor_for(address), loaded.tools)
+    started = False
+
+    def ready() -> None:
+        nonlocal started
+        started = True
+
     try:
-        status: int = trio.run(_claude_session, app, [claude, *args.claude_args])
-    except* EditorGone:
-        log.info("stopped: Neovim went away")
-        status = 1
+        status: int = trio.run(_claude_session, app, [claude, *args.claude_args], ready)
+    except BaseException as error:  # _stopped raises again what it does not expect
+        # Neovim went away under claude: claude was stopped with the server.
+        return _stopped(error, app, started, neovim_gone=1)
     return status
 
 
-async def _claude_session(app: App, command: list[str]) -> int:
+async def _claude_session(app: App, command: list[str], ready: Callable[[], None]) -> int:
     """Run ``command`` (claude) connected to ``app``, or to this Neovim's running server.
 
     SIGTERM or SIGHUP (the terminal closed) stop both, and the lock file goes with them.
@@ -277,22 +402,24 @@ async def _claude_session(app: App, command: list[str]) -> int:
     gc.freeze()  # as for serve: the server runs here too
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_stop_on_signals, nursery.cancel_scope)
-        status = await _serve_and_run_claude(app, command)
+        status = await _serve_and_run_claude(app, command, ready)
         nursery.cancel_scope.cancel()
     return status
 
 
-async def _serve_and_run_claude(app: App, command: list[str]) -> int:
+async def _serve_and_run_claude(app: App, command: list[str],
+                                ready: Callable[[], None]) -> int:
     environment = dict(os.environ)
     try:
         async with trio.open_nursery() as nursery:
             await nursery.start(app.run)
+            ready()
             with _model_endpoint_file(app.lock_directory, app.port, app.token) as config:
                 return await _run_claude([*command, "--mcp-config", config],
                                          {**environment, **app.environment},
                                          nursery.cancel_scope)
     except* AlreadyServed as group:
-        served = _first(group)
+        served = leaf_errors(group)[0]
         assert isinstance(served, AlreadyServed)
         log.info("reusing this Neovim's running server on port %s", served.port)
         environment["CLAUDE_CODE_SSE_PORT"] = str(served.port)
@@ -328,24 +455,15 @@ async def _run_claude(command: list[str], environment: dict[str, str],
     return done.returncode
 
 
-@contextlib.contextmanager
-def _neovim_address(args: argparse.Namespace) -> Iterator[str | None]:
-    if args.headless:
-        with headless_nvim(cwd=os.getcwd()) as (address, _process):
-            log.info("started a headless Neovim at %s; diffs there can only be answered over "
-                     "RPC (nvim --server %s --remote-send ...)", address, address)
-            yield address
-    else:
-        yield args.nvim or os.environ.get("NVIM") or None
-
-
-async def _serve(app: App) -> None:
+async def _serve(app: App, ready: Callable[[], None]) -> None:
     # What was imported lives as long as the server: leave it out of every full collection
     # (they took 10-20 ms each under load, a few times a second).
     gc.freeze()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_stop_on_signals, nursery.cancel_scope)
-        await app.run()
+        async with trio.open_nursery() as serving:
+            await serving.start(app.run)
+            ready()
         nursery.cancel_scope.cancel()
 
 

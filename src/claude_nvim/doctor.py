@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 import subprocess
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import trio
 
 from . import lockfile
-from .editor import editor_for
+from .editor import editor_for, leaf_errors
+from .headless import find_nvim
 from .plugins import ToolRegistryError, load_tools
 
 MIN_NVIM = (0, 10)
@@ -26,13 +29,53 @@ class Finding:
 
 
 def check(address: str | None) -> list[Finding]:
+    """What ``serve`` and ``claude`` need, checked; ``address`` is a running Neovim's."""
     return [*_neovim(address), _claude(), *_lock_dir(), *_plugins()]
 
 
 def _neovim(address: str | None) -> list[Finding]:
-    if not address:
-        return [Finding(True, "not run inside Neovim (no $NVIM): the Neovim check is skipped",
-                        "run `claude-nvim doctor` from a Neovim :terminal, or pass --nvim ADDR")]
+    """A Neovim to serve: the running one at ``address``, or one ``serve --headless`` starts."""
+    try:
+        nvim: str | None = find_nvim()  # as serve --headless finds it
+    except FileNotFoundError:
+        nvim = None
+    if nvim is None and not address:
+        return [Finding(False, "no Neovim found: no $NVIM (not run inside Neovim), no nvim on "
+                               "PATH, no CLAUDE_NVIM_NVIM",
+                        "install Neovim 0.10 or newer, or set CLAUDE_NVIM_NVIM to its path; "
+                        "or run this from a Neovim :terminal, or pass --nvim ADDR")]
+    findings = [_nvim_binary(nvim) if nvim else
+                Finding(True, "no nvim on PATH: serve --headless cannot start one (install "
+                              "Neovim, or set CLAUDE_NVIM_NVIM)")]
+    if address:
+        findings.append(_running_neovim(address))
+    else:
+        findings.append(Finding(True, "no running Neovim to check (no $NVIM): run this from a "
+                                      "Neovim :terminal, or pass --nvim ADDR"))
+    return findings
+
+
+def _nvim_binary(nvim: str) -> Finding:
+    fix = "install Neovim 0.10 or newer, or set CLAUDE_NVIM_NVIM to its path"
+    try:
+        out = subprocess.run([nvim, "--version"], capture_output=True, text=True, timeout=20,
+                             stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Finding(False, f"`{nvim} --version` failed: {exc}", fix)
+    found = re.match(r"NVIM v(\d+)\.(\d+)\.(\d+)", out.stdout)
+    if found is None:
+        return Finding(False, f"`{nvim} --version` names no Neovim version: "
+                              f"{(out.stdout or out.stderr)[:80]!r}", fix)
+    return _version_finding(tuple(int(n) for n in found.groups()), f"nvim at {nvim}")
+
+
+def _version_finding(version: tuple[int, ...], where: str) -> Finding:
+    good = version[:2] >= MIN_NVIM
+    return Finding(good, f"Neovim {'.'.join(map(str, version))}, {where}",
+                   "" if good else "claude-nvim needs Neovim 0.10 or newer")
+
+
+def _running_neovim(address: str) -> Finding:
 
     async def version() -> list[int]:
         editor = editor_for(address)
@@ -45,13 +88,11 @@ def _neovim(address: str | None) -> list[Finding]:
         return found
 
     try:
-        major, minor, patch = trio.run(version)
+        found = trio.run(version)
     except BaseException as exc:
-        return [Finding(False, f"Neovim at {address} is not reachable ({_leaf(exc)})",
-                        "check the address: `:echo v:servername` in Neovim shows it")]
-    good = (major, minor) >= MIN_NVIM
-    return [Finding(good, f"Neovim {major}.{minor}.{patch} at {address}",
-                    "" if good else "claude-nvim needs Neovim 0.10 or newer")]
+        return Finding(False, f"Neovim at {address} is not reachable ({leaf_errors(exc)[0]})",
+                       "check the address: `:echo v:servername` in Neovim shows it")
+    return _version_finding(tuple(found), f"running at {address}")
 
 
 def _claude() -> Finding:
@@ -70,8 +111,23 @@ def _claude() -> Finding:
 
 def _lock_dir() -> list[Finding]:
     directory = lockfile.lock_dir()
-    if not directory.exists():
-        return [Finding(True, f"lock directory {directory} does not exist yet (made on start)")]
+    nearest = directory  # the directory, or the ancestor of it a server's mkdir starts from
+    try:
+        while not nearest.exists():
+            nearest = nearest.parent
+        if not nearest.is_dir():
+            raise NotADirectoryError(f"{nearest} is not a directory")
+        # Write access as the server will use it: a real file, made and removed.
+        fd, probe = tempfile.mkstemp(prefix=".claude-nvim-doctor-", dir=nearest)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        return [Finding(False, f"lock directory {directory} is not writable ({exc})",
+                        f"make {directory} a directory you can write, or set "
+                        "CLAUDE_CONFIG_DIR (for claude too) to another")]
+    if nearest != directory:
+        return [Finding(True, f"lock directory {directory} does not exist yet; it can be "
+                              f"made ({nearest} is writable)")]
     findings = []
     mode = stat.S_IMODE(directory.stat().st_mode)
     findings.append(Finding(mode & 0o077 == 0, f"lock directory {directory} has mode {mode:o}",
@@ -96,12 +152,6 @@ def _plugins() -> list[Finding]:
                                        f"failed to load: {broken.error}",
                                 "fix or uninstall that package, or --disable it"))
     return findings
-
-
-def _leaf(exc: BaseException) -> BaseException:
-    while isinstance(exc, BaseExceptionGroup):
-        exc = exc.exceptions[0]
-    return exc
 
 
 def report(findings: list[Finding], out: Callable[[str], None] = print) -> int:

@@ -45,6 +45,13 @@ class EditorGone(Exception):
     """Neovim closed the RPC connection (it quit, crashed, or was never reachable)."""
 
 
+def leaf_errors(error: BaseException) -> list[BaseException]:
+    """The exceptions inside ``error``'s (nested) groups, in order: what trio's tasks raised."""
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in leaf_errors(inner)]
+    return [error]
+
+
 class EditorError(ToolError):
     """Neovim answered a request with an error (a Lua error, a bad API call)."""
 

