@@ -19,7 +19,7 @@ import trio
 from . import diffs, jsontext, lockfile, lua_util, mentions, selection, websocket
 from .editor import Editor, answering, parse_address
 from .mcp import McpSession, notification
-from .tool import JSON, ConnectionInfo, Tool, ToolContext
+from .tool import JSON, ConnectionInfo, Exposure, Tool, ToolContext
 from .websocket import Connection, ConnectionClosed, Request
 
 log = logging.getLogger(__name__)
@@ -66,8 +66,8 @@ class App:
         dropped, as it would otherwise hold its answer, and the big-read slot, forever."""
         self.tools = dict(tools)
         self._tools_for = {
-            endpoint: {name: t for name, t in self.tools.items() if endpoint in t.exposure}
-            for endpoint in ("ide", "model")
+            endpoint: {name: t for name, t in self.tools.items() if exposure in t.exposure}
+            for endpoint, exposure in (("ide", Exposure.IDE), ("model", Exposure.MODEL))
         }
         self._loggers = {name: logging.getLogger(f"claude_nvim.tools.{name}") for name in tools}
         self.requested_port = port
