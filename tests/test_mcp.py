@@ -1,4 +1,4 @@
-"""The JSON-RPC / MCP layer on its own: no socket, no Neovim (protocol doc sections 6 and 0)."""
+"""The JSON-RPC / MCP layer on its own: no socket, no Neovim (docs/protocol.md §6)."""
 
 from __future__ import annotations
 

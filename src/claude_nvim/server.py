@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 AUTH_HEADER = b"x-claude-code-ide-authorization"
 MODEL_PATH = "/mcp"
-"""The model endpoint's URL path; every other path is the IDE socket (protocol doc §0)."""
+"""The model endpoint's URL path; every other path is the IDE socket (docs/protocol.md §8)."""
 MAX_MESSAGE_BYTES = 64 * 2**20
 FIRST_PUSH_DELAY = 0.5
 """Seconds after a client's first tools/list before its first notification: the CLI drops
