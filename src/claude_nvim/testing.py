@@ -9,6 +9,9 @@ tests with pytest-trio (``trio_mode = true``). Fixtures:
 * ``app``: a running claude-nvim :class:`~claude_nvim.server.App` on that Neovim with every
   installed tool, its lock file in ``tmp_path``.
 * ``client``: an initialized :class:`McpClient` connected to ``app``.
+
+And :func:`mcp_client` (``from claude_nvim.testing import mcp_client``) for more clients:
+``mcp_client(app.port, app.token, path="/mcp")`` is one of the model endpoint.
 """
 
 from __future__ import annotations
