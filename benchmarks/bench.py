@@ -1,4 +1,4 @@
-"""claude-nvim benchmark (issue 5): speed and memory against a real Neovim, over real WebSockets.
+"""claude-nvim benchmark: speed and memory against a real Neovim, over real WebSockets.
 
 One command::
 
@@ -1241,7 +1241,7 @@ def find_tool(results: dict[str, Any], state: str, tool: str, concurrency: int
 
 
 def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """Every issue-5 target: what, goal [the Lua plugin's figure], measured value and unit, met
+    """Every target: what, goal [the Lua plugin's figure], measured value and unit, met
     (``None``: within the goal but not every in-flight level was run)."""
     out: list[dict[str, Any]] = []
 

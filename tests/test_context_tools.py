@@ -1,4 +1,4 @@
-"""getOpenEditors and getDiagnostics against a real headless Neovim (protocol doc 10.3, 10.4)."""
+"""getOpenEditors and getDiagnostics on a real headless Neovim (docs/protocol.md §10.3, §10.4)."""
 
 from __future__ import annotations
 

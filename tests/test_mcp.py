@@ -1,4 +1,4 @@
-"""The JSON-RPC / MCP layer on its own: no socket, no Neovim (protocol doc sections 6 and 0)."""
+"""The JSON-RPC / MCP layer on its own: no socket, no Neovim (docs/protocol.md §6)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import trio
 from claude_nvim import Tool, ToolError, jsontext, text_result
 from claude_nvim.diffs import DiffRegistry
 from claude_nvim.mcp import McpSession
+from claude_nvim.schema import SchemaError
 from claude_nvim.selection import SelectionTracker
 from claude_nvim.tool import ConnectionInfo, ToolContext
 
@@ -167,6 +168,33 @@ async def test_arguments_that_break_the_schema_are_tool_errors_naming_the_argume
     ok = await ask(s, req("tools/call", {"name": "echo",
                                          "arguments": {"path": "a", "extra": [1]}}))
     assert "isError" not in ok["result"]  # unknown keys are ignored: new CLIs add some
+
+
+async def test_the_whole_json_schema_is_checked_not_a_subset():
+    strict = {"type": "object", "additionalProperties": False, "required": ["name", "mode"],
+              "properties": {"name": {"type": "string", "minLength": 1, "pattern": "^[a-z]+$"},
+                             "mode": {"oneOf": [{"const": "fast"}, {"type": "integer"}]},
+                             "tags": {"type": "array", "maxItems": 2}}}
+    s = McpSession(ConnectionInfo(1), {"strict": Tool("strict", strict, echo)}, lambda t, c: None)
+    for arguments, words in [
+        ({"name": "", "mode": "fast"}, "'name' must be longer than or equal to 1 characters"),
+        ({"name": "A", "mode": "fast"}, "'name' must match pattern ^[a-z]+$"),
+        ({"name": "a", "mode": "slow"}, "'mode' must be valid exactly by one definition"),
+        ({"name": "a", "mode": 1, "tags": [1, 2, 3]}, "'tags' must contain less than or equal"),
+        ({"name": "a", "mode": 1, "other": 1}, "arguments must not contain {'other'}"),
+    ]:
+        result = (await ask(s, req("tools/call", {"name": "strict", "arguments": arguments})))
+        assert result["result"]["isError"] is True, arguments
+        text = result["result"]["content"][0]["text"]
+        assert text.startswith("Invalid arguments for strict: ") and words in text, text
+    ok = await ask(s, req("tools/call", {"name": "strict", "arguments": {"name": "a", "mode": 2}}))
+    assert "isError" not in ok["result"]
+
+
+def test_a_schema_that_is_not_json_schema_is_refused_naming_the_tool():
+    tool = Tool("typo", {"type": "object", "properties": {"a": {"type": "strng"}}}, echo)
+    with pytest.raises(SchemaError, match="tool 'typo': input_schema is not valid JSON Schema"):
+        tool.check_arguments  # noqa: B018
 
 
 async def test_failing_handlers_become_tool_errors_and_the_session_goes_on():

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import claude_nvim.tools
-from claude_nvim import Tool, ToolError, hookimpl, text_result
+from claude_nvim import Exposure, Tool, ToolError, hookimpl, text_result
 from claude_nvim.plugins import ToolRegistryError, load_tools
 from claude_nvim.testing import mcp_client, running_app
 
@@ -97,6 +97,29 @@ def test_a_hookimpl_may_take_no_arguments():
     assert called == [True]
     assert list(loaded.tools) == ["tool"]
     assert loaded.broken == []
+
+
+def test_a_tool_with_a_bad_schema_or_exposure_breaks_its_plugin_only():
+    def plugin(name: str, **fields) -> types.ModuleType:
+        module = types.ModuleType(name)
+
+        @hookimpl
+        def claude_nvim_register_tools(register):
+            register(Tool(f"{name}Tool", handler=echo, description="T.", **fields))
+
+        module.claude_nvim_register_tools = claude_nvim_register_tools
+        return module
+
+    loaded = load_tools(autoload=False, extra=[
+        plugin("typo", input_schema={"type": "object", "properties": {"n": {"type": "int"}}}),
+        plugin("old", input_schema={"type": "object"}, exposure=frozenset({"model"})),
+        plugin("fine", input_schema={"type": "object"}, exposure=Exposure.BOTH)])
+    assert list(loaded.tools) == ["fineTool"]
+    errors = {b.name: b.error for b in loaded.broken}
+    assert errors["typo"].startswith(
+        "SchemaError: tool 'typoTool': input_schema is not valid JSON Schema")
+    assert errors["old"] == ("TypeError: tool 'oldTool': exposure must be a "
+                             "claude_nvim.Exposure, not frozenset({'model'})")
 
 
 # Third-party plugins: real distributions on sys.path.
@@ -353,7 +376,7 @@ def test_cli_lists_the_tools_and_their_plugins():
     for name, tool in tools.items():
         endpoint, plugin, distribution, _version, *status = rows[name]
         assert (plugin, distribution) == (tool.plugin, "claude-nvim")
-        assert set(endpoint.split("+")) == tool.exposure
+        assert set(endpoint.split("+")) == {str(e.name).lower() for e in tool.exposure}
         assert ("hidden" in status) == (tool.description is None)
 
 

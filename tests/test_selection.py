@@ -1,6 +1,6 @@
 """Selection tracking against a real headless Neovim: getCurrentSelection, getLatestSelection
-and the selection_changed notification (protocol doc sections 2, 9.1, 10.1 and 10.2;
-architecture doc section 4). Neovim is driven like a user does, with keys.
+and the selection_changed notification (docs/protocol.md §2, §9.1, §10.1 and §10.2;
+the Lua half is in selection.py). Neovim is driven like a user does, with keys.
 """
 
 from __future__ import annotations

@@ -1,12 +1,16 @@
 """claude-nvim: the Claude Code IDE integration server for Neovim.
 
-The plugin API: a tool package implements ``claude_nvim_register_tools`` with
-:data:`hookimpl` and registers :class:`Tool` records.
+The plugin API (docs/plugins.md): a tool package implements ``claude_nvim_register_tools``
+with :data:`hookimpl` and registers :class:`Tool` records. Everything a plugin needs is
+exported here; ``claude_nvim.testing`` is the pytest plugin for its tests.
 """
 
 from .hookspecs import hookimpl
+from .paths import candidate_paths, file_url
+from .schema import SchemaError
 from .tool import (
     ConnectionInfo,
+    Exposure,
     Register,
     Tool,
     ToolContext,
@@ -21,13 +25,17 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ConnectionInfo",
+    "Exposure",
     "Register",
+    "SchemaError",
     "Tool",
     "ToolContext",
     "ToolError",
     "ToolResult",
     "__version__",
+    "candidate_paths",
     "error_result",
+    "file_url",
     "hookimpl",
     "json_result",
     "text_result",

@@ -213,7 +213,7 @@ def cmd_tools(args: argparse.Namespace) -> int:
         status = [word for word, applies in (
             ("disabled", tool.name in disabled or plugin in disabled),
             ("hidden", tool.description is None)) if applies]
-        rows.append((tool.name, "+".join(sorted(tool.exposure)), plugin,
+        rows.append((tool.name, "+".join(str(e.name).lower() for e in tool.exposure), plugin,
                      " ".join(sources.get(plugin, ("(in-process)",))), ", ".join(status)))
     for broken in loaded.broken:
         rows.append(("-", "-", broken.name, broken.distribution or "?",

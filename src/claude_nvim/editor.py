@@ -2,7 +2,7 @@
 
 :class:`SocketEditor` speaks msgpack-RPC to Neovim's socket straight from trio: one reader
 task, one writer task that sends whatever has queued up in one write, and no thread. The
-architecture doc measured such a client at about half the latency and five times the
+first measurements put such a client at about half the latency and five times the
 concurrent throughput of pynvim behind a thread. pynvim (:mod:`claude_nvim.pynvim_editor`)
 is kept for what trio cannot open: Windows named pipes.
 """
@@ -447,7 +447,7 @@ class SocketEditor(EditorBase):
 
     async def _write(self, socket: trio.socket.SocketType) -> None:
         # One writer that sends everything queued since its last write in one go: much
-        # faster under load than each task sending under a lock (architecture doc, 2).
+        # faster under load than each task sending under a lock (measured).
         while True:
             await self._wake_writer.wait()
             self._wake_writer = trio.Event()

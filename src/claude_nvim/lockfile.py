@@ -1,4 +1,4 @@
-"""The lock file that tells ``claude`` where we listen (protocol doc section 3)."""
+"""The lock file that tells ``claude`` where we listen (docs/protocol.md §3)."""
 
 from __future__ import annotations
 

@@ -172,7 +172,7 @@ function M.start(chan)
 end
 
 -- Listening on `port`: publish it to Neovim's environment so that `claude` started from any
--- :terminal connects here (protocol doc section 4).
+-- :terminal connects here (docs/protocol.md §4).
 function M.publish(port)
   M.port = port
   local info = vim.g.claude_nvim_server or {}

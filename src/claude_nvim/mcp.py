@@ -14,7 +14,6 @@ import trio
 
 from . import __version__, jsontext
 from .editor import EditorGone
-from .schema import validate
 from .tool import JSON, ConnectionInfo, Tool, ToolContext, ToolError, error_result
 
 log = logging.getLogger(__name__)
@@ -154,7 +153,7 @@ class McpSession:
         arguments = params.get("arguments")
         if arguments is None:
             arguments = {}
-        problem = validate(arguments, tool.input_schema)
+        problem = tool.check_arguments(arguments)
         if problem:
             return error_result(f"Invalid arguments for {tool.name}: {problem}")
         try:

@@ -1,4 +1,4 @@
-"""Paths and URIs as clients send them (protocol doc section 2)."""
+"""Paths and URIs as clients send them (docs/protocol.md §2)."""
 
 from __future__ import annotations
 

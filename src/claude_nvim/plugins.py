@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 import pluggy
 
 from . import hookspecs
-from .tool import Tool
+from .tool import Exposure, Tool
 
 log = logging.getLogger(__name__)
 
@@ -86,9 +86,14 @@ def collect_tools(
         plugin_name = impl.plugin_name
         found: list[Tool] = []
 
-        def register(tool: Tool, _found: list[Tool] = found) -> None:
+        def register(tool: Tool, _found: list[Tool] = found, _plugin: str = plugin_name) -> None:
             if not isinstance(tool, Tool):
                 raise TypeError(f"register() takes a claude_nvim.Tool, not {type(tool).__name__}")
+            if not isinstance(tool.exposure, Exposure):
+                raise TypeError(f"tool {tool.name!r}: exposure must be a claude_nvim.Exposure, "
+                                f"not {tool.exposure!r}")
+            tool = replace(tool, plugin=_plugin)
+            tool.check_arguments  # noqa: B018 -- compiled now: a bad schema breaks its plugin
             _found.append(tool)
 
         try:
@@ -111,7 +116,7 @@ def collect_tools(
                     f"{tools[tool.name].plugin!r} and by plugin {plugin_name!r}; "
                     "uninstall one of them, or --disable one of the two plugins"
                 )
-            tools[tool.name] = replace(tool, plugin=plugin_name)
+            tools[tool.name] = tool
     return tools
 
 

@@ -1,70 +1,69 @@
-"""A small JSON Schema checker for tool arguments.
+"""Tool arguments checked against the tool's JSON Schema (draft-07 unless ``$schema`` says
+otherwise), compiled once per tool by fastjsonschema; messages name the argument at fault.
 
-It covers what tool input schemas use: ``type``, ``properties``, ``required``, ``enum``,
-``items``, ``minimum``/``maximum`` and ``anyOf``. Unknown argument keys are ignored on
-purpose, because new CLI versions add some.
+Unknown argument keys pass unless the schema says ``additionalProperties: false``: new CLI
+versions add some.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-_TYPE_NAMES: dict[str, tuple[type, ...]] = {
-    "object": (dict,),
-    "array": (list,),
-    "string": (str,),
-    "boolean": (bool,),
-    "null": (type(None),),
-    "number": (int, float),
-    "integer": (int,),
-}
+import fastjsonschema
+
+Checker = Callable[[Any], "str | None"]
+"""Returns a message naming the first problem, or ``None`` when the arguments fit."""
 
 
-def _is_type(value: Any, name: str) -> bool:
-    if name in ("number", "integer") and isinstance(value, bool):
-        return False
-    if name == "integer" and isinstance(value, float):
-        return value.is_integer()
-    return isinstance(value, _TYPE_NAMES.get(name, object))
+class SchemaError(ValueError):
+    """An input schema that is not valid JSON Schema."""
 
 
 def _describe(value: Any) -> str:
-    for name in ("null", "boolean", "integer", "number", "string", "array", "object"):
-        if _is_type(value, name):
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    for name, kind in (("integer", int), ("number", float), ("string", str), ("array", list),
+                       ("object", dict)):
+        if isinstance(value, kind):
             return name
     return type(value).__name__
 
 
-def validate(value: Any, schema: Mapping[str, Any], where: str = "arguments") -> str | None:
-    """Return a message naming the first problem, or ``None`` when ``value`` fits."""
-    expected = schema.get("type")
-    if expected is not None and not (_is_type(value, expected) if isinstance(expected, str)
-                                     else any(_is_type(value, n) for n in expected)):
-        names = [expected] if isinstance(expected, str) else list(expected)
+def _message(error: fastjsonschema.JsonSchemaValueException) -> str:
+    name = (error.name or "data").removeprefix("data").lstrip(".")
+    where = repr(name) if name else "arguments"
+    rule, wanted, value = error.rule, error.rule_definition, error.value
+    if rule == "type":
+        names = [wanted] if isinstance(wanted, str) else list(wanted)
         return f"{where} must be of type {' or '.join(names)}, not {_describe(value)}"
-    if "enum" in schema and value not in schema["enum"]:
-        choices = ", ".join(repr(c) for c in schema["enum"])
-        return f"{where} must be one of {choices}"
-    if "anyOf" in schema and all(validate(value, s, where) for s in schema["anyOf"]):
-        return f"{where} does not match any allowed form"
-    if _is_type(value, "number"):
-        if "minimum" in schema and value < schema["minimum"]:
-            return f"{where} must be at least {schema['minimum']}"
-        if "maximum" in schema and value > schema["maximum"]:
-            return f"{where} must be at most {schema['maximum']}"
-    if isinstance(value, dict):
-        for key in schema.get("required", ()):
-            if key not in value:
-                return f"missing required argument {key!r}"
-        for key, sub in schema.get("properties", {}).items():
-            if key in value:
-                problem = validate(value[key], sub, repr(key))
-                if problem:
-                    return problem
-    if isinstance(value, list) and "items" in schema:
-        for i, item in enumerate(value):
-            problem = validate(item, schema["items"], f"{where}[{i}]")
-            if problem:
-                return problem
-    return None
+    if rule == "required" and isinstance(value, dict):
+        missing = next(key for key in wanted if key not in value)
+        return f"missing required argument {missing!r}"
+    if rule == "enum":
+        return f"{where} must be one of {', '.join(repr(c) for c in wanted)}"
+    if rule == "minimum":
+        return f"{where} must be at least {wanted}"
+    if rule == "maximum":
+        return f"{where} must be at most {wanted}"
+    return str(error.message).replace(str(error.name), where, 1)
+
+
+def compile_checker(schema: Mapping[str, Any]) -> Checker:
+    """Compile ``schema`` (about 1 ms); raises :class:`SchemaError` if it is not valid."""
+    try:
+        # use_default=False: checking never fills in defaults behind the handler's back.
+        validate = fastjsonschema.compile(dict(schema), use_default=False)
+    except Exception as exc:  # JsonSchemaDefinitionException, re.error for a bad pattern, ...
+        raise SchemaError(f"{type(exc).__name__}: {exc}") from exc
+
+    def check(arguments: Any) -> str | None:
+        try:
+            validate(arguments)
+        except fastjsonschema.JsonSchemaValueException as error:
+            return _message(error)
+        return None
+
+    return check

@@ -19,14 +19,14 @@ import trio
 from . import diffs, jsontext, lockfile, lua_util, mentions, selection, websocket
 from .editor import Editor, answering, parse_address
 from .mcp import McpSession, notification
-from .tool import JSON, ConnectionInfo, Tool, ToolContext
+from .tool import JSON, ConnectionInfo, Exposure, Tool, ToolContext
 from .websocket import Connection, ConnectionClosed, Request
 
 log = logging.getLogger(__name__)
 
 AUTH_HEADER = b"x-claude-code-ide-authorization"
 MODEL_PATH = "/mcp"
-"""The model endpoint's URL path; every other path is the IDE socket (protocol doc §0)."""
+"""The model endpoint's URL path; every other path is the IDE socket (docs/protocol.md §8)."""
 MAX_MESSAGE_BYTES = 64 * 2**20
 FIRST_PUSH_DELAY = 0.5
 """Seconds after a client's first tools/list before its first notification: the CLI drops
@@ -66,8 +66,8 @@ class App:
         dropped, as it would otherwise hold its answer, and the big-read slot, forever."""
         self.tools = dict(tools)
         self._tools_for = {
-            endpoint: {name: t for name, t in self.tools.items() if endpoint in t.exposure}
-            for endpoint in ("ide", "model")
+            endpoint: {name: t for name, t in self.tools.items() if exposure in t.exposure}
+            for endpoint, exposure in (("ide", Exposure.IDE), ("model", Exposure.MODEL))
         }
         self._loggers = {name: logging.getLogger(f"claude_nvim.tools.{name}") for name in tools}
         self.requested_port = port

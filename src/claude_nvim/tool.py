@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from . import jsontext
+from .schema import Checker, SchemaError, compile_checker
 
 if TYPE_CHECKING:
     from .diffs import DiffRegistry
@@ -15,7 +18,19 @@ if TYPE_CHECKING:
     from .selection import SelectionTracker
 
 JSON = dict[str, Any]
-IDE, MODEL, BOTH = frozenset({"ide"}), frozenset({"model"}), frozenset({"ide", "model"})
+
+
+class Exposure(enum.Flag):
+    """Where a tool is listed and callable (docs/protocol.md §8)."""
+
+    IDE = enum.auto()
+    """The IDE socket: the calls the ``claude`` CLI makes by itself (openDiff, ...)."""
+    MODEL = enum.auto()
+    """The model endpoint (``/mcp``): tools Claude's model calls as ``mcp__nvim__<name>``."""
+    BOTH = IDE | MODEL
+
+
+IDE, MODEL, BOTH = Exposure.IDE, Exposure.MODEL, Exposure.BOTH
 ToolResult = JSON
 Handler = Callable[["ToolContext", JSON], Awaitable[ToolResult]]
 
@@ -35,7 +50,8 @@ class Tool:
     name: str
     """The MCP tool name; for built-ins it is also the entry-point name."""
     input_schema: Mapping[str, Any]
-    """A JSON Schema object; arguments are checked against it before the handler runs."""
+    """A JSON Schema object (draft-07 unless ``$schema`` says otherwise); arguments are
+    checked against it before the handler runs."""
     handler: Handler
     description: str | None = None
     """``None`` hides the tool from ``tools/list``; it stays callable."""
@@ -43,11 +59,24 @@ class Tool:
     """MCP annotations: title, readOnlyHint, destructiveHint, idempotentHint, openWorldHint."""
     lua: str | None = None
     """A Lua chunk returning a table; installed as ``package.loaded[tool.lua_module]``."""
-    exposure: frozenset[str] = frozenset({"model"})
-    """Who may call it: ``"ide"`` (the CLI's IDE socket), ``"model"`` (the model's MCP
-    endpoint), or both. Tools the CLI itself calls are ``ide``; context tools are both."""
+    exposure: Exposure = Exposure.MODEL
+    """Who may call it: :attr:`Exposure.IDE` (the CLI's IDE socket), :attr:`Exposure.MODEL`
+    (the model endpoint) or :attr:`Exposure.BOTH`. Tools the CLI itself calls are IDE; context
+    tools are both."""
     plugin: str | None = None
     """The plugin that registered the tool, filled in by :func:`collect_tools`."""
+
+    @cached_property
+    def check_arguments(self) -> Checker:
+        """The compiled check of ``input_schema``: a message naming the first problem, or None.
+
+        Raises :class:`SchemaError` naming the tool if ``input_schema`` is not valid.
+        """
+        try:
+            return compile_checker(self.input_schema)
+        except SchemaError as exc:
+            raise SchemaError(f"tool {self.name!r}: input_schema is not valid JSON Schema: "
+                              f"{exc}") from exc
 
     @property
     def lua_module(self) -> str:

@@ -12,7 +12,7 @@ and a timeout scope per send came on top (py-spy: a third of the server's CPU pe
 Here a message costs a few µs, is dispatched from the task that read it, and answers queued
 together leave in one write.
 
-What a client gets (protocol doc §0): text messages up to ``max_message_size`` bytes, else
+What a client gets (docs/protocol.md §5.3): text messages up to ``max_message_size`` bytes, else
 close 1009 before the rest is buffered; invalid UTF-8 closes 1007, a broken frame 1002, always
 with a close frame sent first. Binary messages are passed on (the MCP layer refuses them).
 """

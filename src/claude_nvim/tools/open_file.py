@@ -97,7 +97,7 @@ function M.open(candidates, o)
   if path == nil then
     local message = 'File not found: ' .. candidates[1]
     if not o.makeFrontmost then return { json = { success = false, message = message } } end
-    return { error = message }  -- protocol doc §10.5
+    return { error = message }  -- docs/protocol.md §10.5
   end
   local buf = core.find_buffer({ path }) or vim.fn.bufadd(path)
   load(buf)
