@@ -6,7 +6,8 @@ import pytest
 import trio
 
 from claude_nvim.diffs import DiffRegistry
-from claude_nvim.testing import McpClient, mcp_client
+from claude_nvim.server import AlreadyServed
+from claude_nvim.testing import McpClient, mcp_client, running_app
 
 TAB = "✻ [Claude Code] a.py (f8942c) ⧉"
 
@@ -110,6 +111,20 @@ async def test_accept_command_round_trips_an_unedited_proposal_byte_for_byte(
         diff = await open_diff(nursery, client, ui, target, contents)
         await ui.request("nvim_command", "ClaudeNvimDiffAccept")
         assert await diff.outcome() == ["FILE_SAVED", contents]
+
+
+async def test_a_refused_second_server_leaves_a_pending_diff_alone(client, ui, target,
+                                                                   nvim_address, tmp_path):
+    async with trio.open_nursery() as nursery:
+        diff = await open_diff(nursery, client, ui, target, "one\n2\nthree\n")
+        with pytest.raises(BaseExceptionGroup) as refusal:
+            async with running_app(nvim_address, lock_directory=tmp_path / "ide2"):
+                pass
+        assert refusal.group_contains(AlreadyServed, depth=None)
+        assert await ui.exec_lua("return #vim.api.nvim_list_tabpages()") == 2
+        assert not diff.done.is_set()
+        await ui.request("nvim_command", "ClaudeNvimDiffAccept")
+        assert await diff.outcome() == ["FILE_SAVED", "one\n2\nthree\n"]
 
 
 @pytest.mark.parametrize("close", [

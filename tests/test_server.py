@@ -10,7 +10,7 @@ import pytest
 import trio
 from trio_websocket import ConnectionClosed, ConnectionRejected, open_websocket
 
-from claude_nvim import Tool, text_result
+from claude_nvim import Tool, lua_util, text_result
 from claude_nvim.editor import EditorGone, editor_for
 from claude_nvim.plugins import load_tools
 from claude_nvim.server import AlreadyServed, App
@@ -275,17 +275,59 @@ async def test_neovim_quitting_stops_the_app_and_removes_the_lock(nvim_address, 
     assert list(lock_dir.iterdir()) == []
 
 
-async def test_a_second_server_for_the_same_neovim_refuses(app, nvim_address, tmp_path):
-    second = App(editor_for(nvim_address),
-                 load_tools().tools, lock_directory=tmp_path / "ide2")
+async def refused(nvim_address: str, lock_directory) -> AlreadyServed:
+    """Start another server on the Neovim at ``nvim_address``: its refusal."""
+    second = App(editor_for(nvim_address), load_tools().tools, lock_directory=lock_directory)
     with pytest.raises(BaseExceptionGroup) as info:
         async with trio.open_nursery() as nursery:
             await nursery.start(second.run)
     refusals = [e for e in flatten(info.value) if isinstance(e, AlreadyServed)]
-    assert refusals and f"port {app.port}" in str(refusals[0])
-    assert not (tmp_path / "ide2").exists() or list((tmp_path / "ide2").iterdir()) == []
-    async with mcp_client(app.port, app.token) as client:  # the first one is unharmed
-        assert (await client.request("ping"))["result"] == {}
+    assert refusals, info.value
+    assert not lock_directory.exists() or list(lock_directory.iterdir()) == []
+    return refusals[0]
+
+
+OWNER_STATE = """
+return { send = vim.fn.exists(':ClaudeNvimSend'), accept = vim.fn.exists(':ClaudeNvimDiffAccept'),
+         port = vim.env.CLAUDE_CODE_SSE_PORT, server = vim.g.claude_nvim_server }"""
+
+
+async def assert_serving(app: App, nvim) -> None:
+    """``app``'s half in Neovim is all there, as a user (and ``claude``) would find it."""
+    state = await nvim.exec_lua(OWNER_STATE)
+    assert (state["send"], state["accept"]) == (2, 2)  # the user commands
+    assert state["port"] == str(app.port)  # what a `claude` started in a :terminal reads
+    assert state["server"]["channel"] == app.editor.channel_id
+    assert app.lock_path is not None and app.lock_path.exists()
+
+
+async def test_a_refused_server_leaves_the_first_one_working(app, client, nvim, nvim_address,
+                                                             tmp_path):
+    (tmp_path / "a.txt").write_text("one\ntwo\n")
+    await nvim.request("nvim_command", f"edit {tmp_path / 'a.txt'}")
+    await client.next_notification("selection_changed")
+    refusal = await refused(nvim_address, tmp_path / "ide2")
+    assert f"port {app.port}" in str(refusal)
+    await assert_serving(app, nvim)
+    after = len(client.notifications)
+    await nvim.request("nvim_input", "j")  # the selection still reaches the first's client
+    note = await client.next_notification("selection_changed", after=after)
+    assert note["params"]["selection"]["start"] == {"line": 1, "character": 0}
+    assert (await client.request("ping"))["result"] == {}
+    refusal = await refused(nvim_address, tmp_path / "ide3")  # and it still owns Neovim
+    assert f"port {app.port}" in str(refusal)
+    await assert_serving(app, nvim)
+
+
+async def test_a_dead_channels_leftover_lua_leaves_the_owner_alone(app, nvim):
+    # What a dead server's Lua still referenced somewhere (a scheduled callback) does: notify
+    # on its closed channel, which switches claude-nvim off only for that channel.
+    sent = await nvim.exec_lua(
+        "local stale = assert(loadstring(...))()\n"
+        "stale.chan = 999\n"
+        "return stale.notify('claude_nvim_log', 'info', 'x')", lua_util.LUA)
+    assert sent is False
+    await assert_serving(app, nvim)
 
 
 COUNT_AUTOCMDS = """

@@ -117,15 +117,18 @@ async def test_claude_command_serves_runs_claude_and_cleans_up(nvim_address, nvi
     assert await nvim.exec_lua("return vim.g.claude_nvim_server") is None
 
 
-async def test_claude_command_reuses_a_running_server(app, nvim_address, tmp_path):
+async def test_claude_command_reuses_a_running_server(app, nvim_address, nvim, tmp_path):
     env = {**os.environ, "CLAUDE_NVIM_CLAUDE": str(fake_claude(tmp_path)),
            "CLAUDE_CONFIG_DIR": str(tmp_path / "ide").removesuffix("/ide"), "NVIM": nvim_address}
-    done = await trio.run_process([*CLAUDE_NVIM, "claude"], env=env, check=False,
-                                  capture_stderr=True)
-    assert done.returncode == 7, done.stderr
-    seen = json.loads((tmp_path / "seen.json").read_text())
-    assert seen["port"] == str(app.port)
-    assert app.lock_path.exists()  # the running server is untouched
+    for _ in range(2):  # the first `claude` leaves the server as the second finds it
+        done = await trio.run_process([*CLAUDE_NVIM, "claude"], env=env, check=False,
+                                      capture_stderr=True)
+        assert done.returncode == 7, done.stderr
+        seen = json.loads((tmp_path / "seen.json").read_text())
+        assert seen["port"] == str(app.port)
+    assert app.lock_path.exists()  # the running server is untouched, in Neovim too:
+    assert await nvim.exec_lua("return { vim.fn.exists(':ClaudeNvimSend'),"
+                               " vim.env.CLAUDE_CODE_SSE_PORT }") == [2, str(app.port)]
 
 
 def test_claude_command_without_a_neovim_explains(tmp_path):

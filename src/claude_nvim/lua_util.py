@@ -97,12 +97,12 @@ function M.refresh(buf)
   vim.go.autoread = autoread
 end
 
--- Notify the server. A dead channel (the server went away) switches claude-nvim off here, so
--- no autocmd ever raises "Invalid channel" at the user.
+-- Notify the server. A dead channel (the server went away) switches its claude-nvim off here,
+-- so no autocmd ever raises "Invalid channel" at the user.
 function M.notify(event, ...)
   if M.chan == nil then return false end
   if pcall(vim.rpcnotify, M.chan, event, ...) then return true end
-  M.unload()
+  M.unload(M.chan)
   return false
 end
 
@@ -198,22 +198,23 @@ function M.publish(port)
   return { pid = vim.fn.getpid(), folders = M.workspace_folders(), env = env }
 end
 
-function M.stop()
-  pcall(api.nvim_del_augroup_by_name, 'claude_nvim')
+-- Switch claude-nvim off in this Neovim for the server on channel `chan`: every module's
+-- autocmds, timers, commands and diff tabs, the server mark and the port in the environment.
+-- Only while that server owns Neovim (CLAIM_LUA): a refused or replaced server, or a dead
+-- one's leftover Lua, must leave the owner's half alone. Returns whether it did.
+function M.unload(chan)
   local info = vim.g.claude_nvim_server
-  if type(info) == 'table' and info.channel == M.chan then vim.g.claude_nvim_server = nil end
-  if M.port and vim.env.CLAUDE_CODE_SSE_PORT == tostring(M.port) then
-    vim.env.CLAUDE_CODE_SSE_PORT = nil
-  end
-  M.chan, M.port = nil, nil
-end
-
--- Switch claude-nvim off in this Neovim: every module's autocmds, timers and commands.
-function M.unload()
+  if chan == nil or type(info) ~= 'table' or info.channel ~= chan then return false end
   for name, mod in pairs(package.loaded) do
     if name:match('^claude_nvim%.') and type(mod) == 'table' and mod.stop then pcall(mod.stop) end
   end
-  M.stop()
+  pcall(api.nvim_del_augroup_by_name, 'claude_nvim')
+  if M.port and vim.env.CLAUDE_CODE_SSE_PORT == tostring(M.port) then
+    vim.env.CLAUDE_CODE_SSE_PORT = nil
+  end
+  vim.g.claude_nvim_server = nil
+  M.chan, M.port = nil, nil
+  return true
 end
 
 return M
@@ -222,22 +223,23 @@ return M
 CLAIM_LUA = r"""
 -- Claim this Neovim for the server on channel `chan`, before anything of ours is installed.
 -- Returns the live server that holds it already, or nil. One Lua call: two servers starting
--- at once cannot both win.
+-- at once cannot both win. The half of a server that died without cleaning up is switched
+-- off first, as that server would have done (it is still the owner until then).
 local chan, pid = ...
 local info = vim.g.claude_nvim_server
-if type(info) == 'table' and info.channel ~= chan and info.channel ~= nil
-    and not vim.tbl_isempty(vim.api.nvim_get_chan_info(info.channel)) then
-  return info
+if type(info) == 'table' and info.channel ~= nil and info.channel ~= chan then
+  -- A closed channel has no id (Neovim 0.10 gives its info as {[true] = 6}, not {}).
+  if vim.api.nvim_get_chan_info(info.channel).id ~= nil then return info end
+  local core = package.loaded['claude_nvim']
+  if type(core) == 'table' and core.unload then pcall(core.unload, info.channel) end
 end
 vim.g.claude_nvim_server = { channel = chan, pid = pid, port = vim.NIL }
 return vim.NIL
 """
 
 INSTALL_LUA = r"""
--- Install (or replace) Lua modules; a replaced module of a dead server is stopped first.
+-- Install (or replace) Lua modules: run by the owner only, after CLAIM_LUA.
 for _, m in ipairs(...) do
-  local old = package.loaded[m[1]]
-  if type(old) == 'table' and type(old.stop) == 'function' then pcall(old.stop) end
   package.loaded[m[1]] = assert(loadstring(m[2], '=' .. m[1]))()
 end
 """

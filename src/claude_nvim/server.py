@@ -157,8 +157,10 @@ class App:
         lock_path, self.lock_path = self.lock_path, None  # no late rewrite brings it back
         if lock_path is not None:
             lockfile.remove_lock(lock_path)
+        # Does nothing unless this server owns Neovim: a refused one leaves the owner's alone.
         with trio.move_on_after(1, shield=True), contextlib.suppress(Exception):
-            await self.editor.call_lua(lua_util.MODULE, "unload", timeout=1)
+            await self.editor.call_lua(lua_util.MODULE, "unload", self.editor.channel_id,
+                                       timeout=1)
 
     # Notifications from Neovim's Lua.
 
