@@ -102,3 +102,10 @@ async def test_claude_command_passes_the_model_endpoint(nvim_address, tmp_path):
     assert server["type"] == "ws"
     assert server["url"].startswith("ws://127.0.0.1:") and server["url"].endswith("/mcp")
     assert len(server["headers"]["X-Claude-Code-Ide-Authorization"]) >= 32
+
+
+def test_the_relay_does_not_import_the_server():
+    done = subprocess.run([sys.executable, "-c", "import sys, claude_nvim.relay;"
+                           "print('claude_nvim.server' in sys.modules)"],
+                          capture_output=True, text=True, timeout=30, check=True)
+    assert done.stdout.strip() == "False"

@@ -21,8 +21,9 @@ from . import __version__, doctor, lockfile
 from .editor import EditorGone, editor_for
 from .headless import headless_nvim
 from .plugins import ToolRegistryError, load_tools, plugin_distributions
+from .protocol import MODEL_PATH
 from .relay import relay
-from .server import MODEL_PATH, AlreadyServed, App
+from .server import AlreadyServed, App
 
 log = logging.getLogger("claude_nvim")
 

@@ -19,15 +19,12 @@ import trio
 from . import diffs, jsontext, lockfile, lua_util, mentions, selection, websocket
 from .editor import Editor, answering, parse_address
 from .mcp import McpSession, notification
+from .protocol import AUTH_HEADER, MAX_MESSAGE_BYTES, MODEL_PATH
 from .tool import JSON, ConnectionInfo, Tool, ToolContext
 from .websocket import Connection, ConnectionClosed, Request
 
 log = logging.getLogger(__name__)
 
-AUTH_HEADER = b"x-claude-code-ide-authorization"
-MODEL_PATH = "/mcp"
-"""The model endpoint's URL path; every other path is the IDE socket (protocol doc §0)."""
-MAX_MESSAGE_BYTES = 64 * 2**20
 FIRST_PUSH_DELAY = 0.5
 """Seconds after a client's first tools/list before its first notification: the CLI drops
 notifications that arrive before it has registered its handlers."""
