@@ -16,7 +16,7 @@ from typing import Any
 import outcome
 import trio
 
-from . import diffs, jsontext, lockfile, lua_util, mentions, selection, websocket
+from . import diffs, jsontext, lockfile, lua_util, mentions, protocol, selection, websocket
 from .editor import Editor, answering, parse_address
 from .mcp import McpSession, notification
 from .protocol import AUTH_HEADER, MAX_MESSAGE_BYTES, MODEL_PATH
@@ -228,8 +228,14 @@ class App:
     async def _serve_client(self, request: Request) -> None:
         refusal = self._refusal(request)
         if refusal is not None:
-            log.warning("refused a connection: HTTP %d", refusal[0])
-            await request.reject(refusal[0], body=refusal[1])
+            status, body = refusal
+            challenge = dict(request.headers).get(protocol.CHALLENGE_HEADER)
+            if status == 401 and challenge is not None:  # one of ours checks a lock first
+                proved = ((protocol.PROOF_HEADER, protocol.proof(self.token, challenge)),)
+                await request.reject(status, body=body, headers=proved)
+                return
+            log.warning("refused a connection: HTTP %d", status)
+            await request.reject(status, body=body)
             return
         endpoint = "model" if request.path.split("?")[0].rstrip("/") == MODEL_PATH else "ide"
         subprotocol = "mcp" if "mcp" in request.proposed_subprotocols else None
