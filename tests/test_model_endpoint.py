@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import resource
 import subprocess
 import sys
 import textwrap
@@ -18,25 +20,59 @@ def environment(tmp_path, **extra):
     return {**env, "CLAUDE_CONFIG_DIR": str(tmp_path), **extra}
 
 
+def limit_memory():
+    """A reader of /dev/zero fails with MemoryError at 1 GiB, not later."""
+    resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30))
+
+
 async def stdio_session(env, cwd, messages):
     """Run `claude-nvim mcp`, write `messages` as lines, return the decoded answers."""
     requests = sum(1 for m in messages if "id" in m)
     process = await trio.lowlevel.open_process(
-        [*CLAUDE_NVIM, "mcp"], env=env, cwd=cwd,
+        [*CLAUDE_NVIM, "mcp"], env=env, cwd=cwd, preexec_fn=limit_memory,
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     answers, buffer = [], b""
-    with trio.fail_after(15):
-        for message in messages:
-            await process.stdin.send_all(json.dumps(message).encode() + b"\n")
-        while len(answers) < requests:
-            chunk = await process.stdout.receive_some(65536)
-            assert chunk, "claude-nvim mcp closed its output"
-            buffer += chunk
-            *lines, buffer = buffer.split(b"\n")
-            answers += [json.loads(line) for line in lines if line]
-        await process.stdin.aclose()
-        assert await process.wait() == 0
+    try:
+        with trio.fail_after(15):
+            for message in messages:
+                await process.stdin.send_all(json.dumps(message).encode() + b"\n")
+            while len(answers) < requests:
+                chunk = await process.stdout.receive_some(65536)
+                assert chunk, "claude-nvim mcp closed its output"
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                answers += [json.loads(line) for line in lines if line]
+            await process.stdin.aclose()
+            assert await process.wait() == 0
+    finally:
+        process.kill()
     return answers
+
+
+async def run_mcp(env, cwd):
+    """Run `claude-nvim mcp` as the CLI would, given an initialize request."""
+    with trio.fail_after(15):
+        return await trio.run_process(
+            [*CLAUDE_NVIM, "mcp"], env=env, cwd=cwd, stdin=json.dumps(INIT[0]).encode() + b"\n",
+            capture_stdout=True, capture_stderr=True, check=False, preexec_fn=limit_memory)
+
+
+@contextlib.asynccontextmanager
+async def listener_that_is_not_claude_nvim(port):
+    """Listen on ``port`` and keep what clients send (until the end of their request)."""
+    received = bytearray()
+
+    async def keep(stream):
+        with trio.move_on_after(5):
+            while b"\r\n\r\n" not in received and (chunk := await stream.receive_some()):
+                received.extend(chunk)
+        await stream.aclose()
+
+    listeners = await trio.open_tcp_listeners(port, host="127.0.0.1")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(trio.serve_listeners, keep, listeners)
+        yield received
+        nursery.cancel_scope.cancel()
 
 
 INIT = [
@@ -60,6 +96,44 @@ async def test_mcp_relays_to_the_server_for_this_directory(app, tmp_path):
     assert "getWorkspaceFolders" in names and "openDiff" not in names
     folders = json.loads(by_id[2]["result"]["content"][0]["text"])
     assert folders["rootPath"] == str(tmp_path)
+
+
+async def test_mcp_skips_bogus_locks_and_relays_to_the_real_server(app, tmp_path,
+                                                                   plant_bogus_locks):
+    planted = plant_bogus_locks(tmp_path / "ide", folder=tmp_path, pid=os.getpid())
+    answers = await stdio_session(environment(tmp_path), tmp_path, INIT)
+    assert answers[0]["result"]["serverInfo"]["name"] == "claude-nvim"
+    env = environment(tmp_path, CLAUDE_CODE_SSE_PORT="2")  # names a lock that is a symlink
+    done = await run_mcp(env, tmp_path)
+    assert done.returncode == 1 and b"no readable claude-nvim lock file" in done.stderr
+    assert all(p.is_symlink() or p.exists() for p in planted)
+
+
+async def test_mcp_gives_no_token_to_a_port_that_does_not_prove_it_is_ours(
+        nvim_address, tmp_path):
+    env = environment(tmp_path)
+    serve = await trio.lowlevel.open_process([*CLAUDE_NVIM, "serve", "--nvim", nvim_address],
+                                             env=env, stderr=subprocess.DEVNULL)
+    try:
+        with trio.fail_after(15):
+            while not (locks := list((tmp_path / "ide").glob("*.lock"))):
+                await trio.sleep(0.02)
+        lock = locks[0]
+        content = json.loads(lock.read_text())
+    finally:
+        serve.kill()  # SIGKILL: its lock stays, and its pid (Neovim's) is alive
+        await serve.wait()
+    async with listener_that_is_not_claude_nvim(int(lock.stem)) as received:
+        done = await run_mcp(env, tmp_path)
+        assert done.returncode == 1, done.stderr
+        assert b"no claude-nvim server is running for" in done.stderr
+        # Locks without a live pid of their own: none, or 0 (kill(0, 0) succeeds).
+        for variant in ({k: v for k, v in content.items() if k != "pid"}, {**content, "pid": 0}):
+            lock.write_text(json.dumps(variant))
+            assert (await run_mcp(env, tmp_path)).returncode == 1
+            sse = await run_mcp(environment(tmp_path, CLAUDE_CODE_SSE_PORT=lock.stem), tmp_path)
+            assert sse.returncode == 1
+        assert content["authToken"].encode() not in received
 
 
 async def test_mcp_follows_claude_code_sse_port(app, tmp_path):

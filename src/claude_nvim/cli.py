@@ -205,7 +205,7 @@ def _run(app: App) -> int:
             status = 1
         else:
             log.info("stopped: Neovim went away (%s)", _first(group))
-    except* AlreadyServed as group:
+    except* (AlreadyServed, lockfile.UnsafeLockDirectory) as group:
         print(f"claude-nvim: {_first(group)}", file=sys.stderr)
         status = 1
     return status
@@ -265,6 +265,9 @@ def cmd_claude(args: argparse.Namespace) -> int:
         status: int = trio.run(_claude_session, app, [claude, *args.claude_args])
     except* EditorGone:
         log.info("stopped: Neovim went away")
+        status = 1
+    except* lockfile.UnsafeLockDirectory as group:
+        print(f"claude-nvim: {_first(group)}", file=sys.stderr)
         status = 1
     return status
 

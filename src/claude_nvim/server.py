@@ -133,7 +133,11 @@ class App:
             info = await editor.call_lua(lua_util.MODULE, "publish", self.port)
             self.environment = dict(info["env"])
             self._lock_pid = self._choose_lock_pid(info["pid"])
-            for stale in lockfile.remove_stale_locks(self.lock_directory, self._lock_pid):
+            # In a thread: it connects to ports, and a stop must not wait for that.
+            stale_locks = await trio.to_thread.run_sync(
+                lockfile.remove_stale_locks, self.lock_directory, self._lock_pid,
+                abandon_on_cancel=True)
+            for stale in stale_locks:
                 log.info("removed a stale lock file of this Neovim: %s", stale)
             self._write_lock(info["folders"])  # last: the lock file says "ready"
             log.info("listening on ws://127.0.0.1:%d, lock file %s", self.port, self.lock_path)
