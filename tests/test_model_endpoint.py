@@ -6,9 +6,11 @@ import contextlib
 import json
 import os
 import resource
+import stat
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import trio
 
@@ -176,6 +178,28 @@ async def test_claude_command_passes_the_model_endpoint(nvim_address, tmp_path):
     assert server["type"] == "ws"
     assert server["url"].startswith("ws://127.0.0.1:") and server["url"].endswith("/mcp")
     assert len(server["headers"]["X-Claude-Code-Ide-Authorization"]) >= 32
+
+
+def test_the_mcp_config_file_is_new_and_private(tmp_path):
+    from claude_nvim.cli import _model_endpoint_file
+    ide = tmp_path / "ide"
+    ide.mkdir(mode=0o700)
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    for port in range(4000, 4010):  # the names the file used to get
+        (ide / f"mcp-{port}-{os.getpid()}.json").symlink_to(victim)
+        (ide / f"mcp-{port + 10}-{os.getpid()}.json").write_text("")
+        os.chmod(ide / f"mcp-{port + 10}-{os.getpid()}.json", 0o644)
+    planted = sorted(ide.iterdir())
+    for port in (4000, 4010):
+        with _model_endpoint_file(ide, port, "the-token") as name:
+            path = Path(name)
+            assert path.parent == ide and path not in planted and not path.is_symlink()
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600
+            assert "the-token" in path.read_text()
+        assert not path.exists()
+    assert victim.read_text() == "precious"
+    assert sorted(ide.iterdir()) == planted
 
 
 def test_the_relay_does_not_import_the_server():

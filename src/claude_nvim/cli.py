@@ -8,6 +8,7 @@ import gc
 import json
 import logging
 import os
+import secrets
 import shutil
 import signal
 import sys
@@ -310,11 +311,12 @@ async def _serve_and_run_claude(app: App, command: list[str]) -> int:
 
 @contextlib.contextmanager
 def _model_endpoint_file(directory: Path, port: int, token: str) -> Iterator[str]:
-    """The --mcp-config for claude as a private file: on the command line, `ps` shows it."""
-    path = directory / f"mcp-{port}-{os.getpid()}.json"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(model_endpoint_config(port, token))
+    """The --mcp-config for claude as a private file: on the command line, `ps` shows it.
+
+    A new file of a random name (no planted file or symlink gets the token), born 0600.
+    """
+    path = lockfile.write_private(directory, f"mcp-{port}-{secrets.token_hex(8)}.json",
+                                  model_endpoint_config(port, token))
     try:
         yield str(path)
     finally:
