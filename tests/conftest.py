@@ -1,1 +1,36 @@
+import json
+import os
+from pathlib import Path
+
+import pytest
+
 pytest_plugins = ["claude_nvim.testing"]
+
+
+@pytest.fixture
+def plant_bogus_locks():
+    """Plant, in a lock directory, files that no reader may hang on, crash on or trust; each
+    would name ``folder`` and ``pid`` if it were believed. Returns their paths."""
+    def plant(directory: Path, *, folder: Path, pid: int) -> list[Path]:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        lock = {"pid": pid, "workspaceFolders": [str(folder)], "ideName": "Neovim",
+                "transport": "ws", "authToken": "planted"}
+        os.mkfifo(directory / "fifo.lock")  # opening it waits for a writer
+        (directory / "1.lock").symlink_to("/dev/zero")  # endless
+        elsewhere = directory.parent / "elsewhere.json"
+        elsewhere.write_text(json.dumps(lock))
+        (directory / "2.lock").symlink_to(elsewhere)
+        malformed = {"3": {**lock, "pid": "abc"}, "4": {**lock, "workspaceFolders": [1, 2]},
+                     "5": {k: v for k, v in lock.items() if k != "pid"}, "6": {**lock, "pid": 0},
+                     "7": {**lock, "pid": 2**40}}
+        for port, content in malformed.items():
+            (directory / f"{port}.lock").write_text(json.dumps(content))
+        (directory / "8.lock").write_text(" " * 2**21 + json.dumps(lock))  # too big to be one
+        planted = [directory / name for name in ("fifo.lock", *(f"{n}.lock" for n in range(1, 9)))]
+        if os.geteuid() == 0:  # someone else's
+            planted.append(directory / "9.lock")
+            planted[-1].write_text(json.dumps(lock))
+            os.chown(planted[-1], 65534, 65534)
+        return planted
+    return plant
+

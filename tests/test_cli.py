@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -25,11 +28,12 @@ def environment(config_dir: Path, **extra: str) -> dict[str, str]:
     return {**env, "CLAUDE_CONFIG_DIR": str(config_dir), **extra}
 
 
-async def wait_for_lock(config_dir: Path, process: trio.Process) -> tuple[Path, dict]:
+async def wait_for_lock(config_dir: Path, process: trio.Process,
+                        ignore: Sequence[Path] = ()) -> tuple[Path, dict]:
     with trio.fail_after(15):
         while True:
             ide = config_dir / "ide"
-            locks = list(ide.glob("*.lock")) if ide.exists() else []
+            locks = [p for p in ide.glob("*.lock") if p not in ignore] if ide.exists() else []
             if locks:
                 return locks[0], json.loads(locks[0].read_text())
             assert process.poll() is None, "serve exited early"
@@ -67,6 +71,45 @@ async def test_signals_stop_serve_and_remove_the_lock(nvim_address, tmp_path, si
     status = await stop(process, signum)
     assert status in (0, 130)
     assert not lock.exists()
+
+
+async def test_serve_starts_and_stops_beside_bogus_locks(nvim_address, nvim, tmp_path,
+                                                          plant_bogus_locks):
+    nvim_pid = await nvim.exec_lua("return vim.fn.getpid()")  # they look like this Neovim's
+    planted = plant_bogus_locks(tmp_path / "ide", folder=tmp_path, pid=nvim_pid)
+    process = await trio.lowlevel.open_process(
+        [*SERVE, "--nvim", nvim_address], env=environment(tmp_path), stderr=subprocess.PIPE,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30)))
+    try:
+        lock, content = await wait_for_lock(tmp_path, process, ignore=planted)
+        async with mcp_client(int(lock.stem), content["authToken"]) as client:
+            assert (await client.request("ping"))["result"] == {}
+        assert await stop(process, signal.SIGTERM) == 0
+    finally:
+        process.kill()
+    assert not lock.exists()
+    assert all(p.is_symlink() or p.exists() for p in planted)  # not ours to remove
+
+
+@pytest.mark.parametrize("kind", ["symlink", "someone else's"])
+def test_serve_refuses_a_lock_directory_it_cannot_trust(nvim_address, tmp_path, kind):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o755)
+    if kind == "symlink":
+        (tmp_path / "ide").symlink_to(elsewhere)
+    elif os.geteuid() == 0:
+        elsewhere.rename(tmp_path / "ide")
+        os.chown(tmp_path / "ide", 65534, 65534)
+        elsewhere = tmp_path / "ide"
+    else:
+        pytest.skip("only root can make a directory someone else's")
+    done = subprocess.run([*SERVE, "--nvim", nvim_address], env=environment(tmp_path),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"claude-nvim: the lock directory {tmp_path / 'ide'} ")
+    assert "remove it" in done.stderr and len(done.stderr.splitlines()) == 1
+    assert list(elsewhere.iterdir()) == []
+    assert stat.S_IMODE(elsewhere.stat().st_mode) == 0o755  # no chmod through the link
 
 
 async def test_serve_exits_when_neovim_quits(tmp_path):

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import resource
 import socket
+import stat
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import trio
 
@@ -19,25 +23,59 @@ def environment(tmp_path, **extra):
     return {**env, "CLAUDE_CONFIG_DIR": str(tmp_path), **extra}
 
 
+def limit_memory():
+    """A reader of /dev/zero fails with MemoryError at 1 GiB, not later."""
+    resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30))
+
+
 async def stdio_session(env, cwd, messages):
     """Run `claude-nvim mcp`, write `messages` as lines, return the decoded answers."""
     requests = sum(1 for m in messages if "id" in m)
     process = await trio.lowlevel.open_process(
-        [*CLAUDE_NVIM, "mcp"], env=env, cwd=cwd,
+        [*CLAUDE_NVIM, "mcp"], env=env, cwd=cwd, preexec_fn=limit_memory,
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     answers, buffer = [], b""
-    with trio.fail_after(15):
-        for message in messages:
-            await process.stdin.send_all(json.dumps(message).encode() + b"\n")
-        while len(answers) < requests:
-            chunk = await process.stdout.receive_some(65536)
-            assert chunk, "claude-nvim mcp closed its output"
-            buffer += chunk
-            *lines, buffer = buffer.split(b"\n")
-            answers += [json.loads(line) for line in lines if line]
-        await process.stdin.aclose()
-        assert await process.wait() == 0
+    try:
+        with trio.fail_after(15):
+            for message in messages:
+                await process.stdin.send_all(json.dumps(message).encode() + b"\n")
+            while len(answers) < requests:
+                chunk = await process.stdout.receive_some(65536)
+                assert chunk, "claude-nvim mcp closed its output"
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                answers += [json.loads(line) for line in lines if line]
+            await process.stdin.aclose()
+            assert await process.wait() == 0
+    finally:
+        process.kill()
     return answers
+
+
+async def run_mcp(env, cwd):
+    """Run `claude-nvim mcp` as the CLI would, given an initialize request."""
+    with trio.fail_after(15):
+        return await trio.run_process(
+            [*CLAUDE_NVIM, "mcp"], env=env, cwd=cwd, stdin=json.dumps(INIT[0]).encode() + b"\n",
+            capture_stdout=True, capture_stderr=True, check=False, preexec_fn=limit_memory)
+
+
+@contextlib.asynccontextmanager
+async def listener_that_is_not_claude_nvim(port):
+    """Listen on ``port`` and keep what clients send (until the end of their request)."""
+    received = bytearray()
+
+    async def keep(stream):
+        with trio.move_on_after(5):
+            while b"\r\n\r\n" not in received and (chunk := await stream.receive_some()):
+                received.extend(chunk)
+        await stream.aclose()
+
+    listeners = await trio.open_tcp_listeners(port, host="127.0.0.1")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(trio.serve_listeners, keep, listeners)
+        yield received
+        nursery.cancel_scope.cancel()
 
 
 INIT = [
@@ -63,6 +101,44 @@ async def test_mcp_relays_to_the_server_for_this_directory(app, tmp_path):
     assert folders["rootPath"] == str(tmp_path)
 
 
+async def test_mcp_skips_bogus_locks_and_relays_to_the_real_server(app, tmp_path,
+                                                                   plant_bogus_locks):
+    planted = plant_bogus_locks(tmp_path / "ide", folder=tmp_path, pid=os.getpid())
+    answers = await stdio_session(environment(tmp_path), tmp_path, INIT)
+    assert answers[0]["result"]["serverInfo"]["name"] == "claude-nvim"
+    env = environment(tmp_path, CLAUDE_CODE_SSE_PORT="2")  # names a lock that is a symlink
+    done = await run_mcp(env, tmp_path)
+    assert done.returncode == 1 and b"no readable claude-nvim lock file" in done.stderr
+    assert all(p.is_symlink() or p.exists() for p in planted)
+
+
+async def test_mcp_gives_no_token_to_a_port_that_does_not_prove_it_is_ours(
+        nvim_address, tmp_path):
+    env = environment(tmp_path)
+    serve = await trio.lowlevel.open_process([*CLAUDE_NVIM, "serve", "--nvim", nvim_address],
+                                             env=env, stderr=subprocess.DEVNULL)
+    try:
+        with trio.fail_after(15):
+            while not (locks := list((tmp_path / "ide").glob("*.lock"))):
+                await trio.sleep(0.02)
+        lock = locks[0]
+        content = json.loads(lock.read_text())
+    finally:
+        serve.kill()  # SIGKILL: its lock stays, and its pid (Neovim's) is alive
+        await serve.wait()
+    async with listener_that_is_not_claude_nvim(int(lock.stem)) as received:
+        done = await run_mcp(env, tmp_path)
+        assert done.returncode == 1, done.stderr
+        assert b"no claude-nvim server is running for" in done.stderr
+        # Locks without a live pid of their own: none, or 0 (kill(0, 0) succeeds).
+        for variant in ({k: v for k, v in content.items() if k != "pid"}, {**content, "pid": 0}):
+            lock.write_text(json.dumps(variant))
+            assert (await run_mcp(env, tmp_path)).returncode == 1
+            sse = await run_mcp(environment(tmp_path, CLAUDE_CODE_SSE_PORT=lock.stem), tmp_path)
+            assert sse.returncode == 1
+        assert content["authToken"].encode() not in received
+
+
 async def test_mcp_follows_claude_code_sse_port(app, tmp_path):
     elsewhere = tmp_path.parent  # not inside the server's workspace folders
     env = environment(tmp_path, CLAUDE_CODE_SSE_PORT=str(app.port))
@@ -86,14 +162,16 @@ def test_mcp_to_a_server_that_is_gone_is_one_line_of_error(tmp_path):
         gone.bind(("127.0.0.1", 0))
         port = gone.getsockname()[1]
     (tmp_path / "ide").mkdir()
-    (tmp_path / "ide" / f"{port}.lock").write_text(json.dumps({"authToken": "t"}))
+    (tmp_path / "ide" / f"{port}.lock").write_text(json.dumps({
+        "pid": os.getpid(), "workspaceFolders": [str(tmp_path)], "ideName": "Neovim",
+        "transport": "ws", "authToken": "t"}))
     done = subprocess.run(
         [*CLAUDE_NVIM, "mcp"], env=environment(tmp_path, CLAUDE_CODE_SSE_PORT=str(port)),
         capture_output=True, text=True, timeout=30, input="")
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert len(done.stderr.splitlines()) == 1
-    assert done.stderr.startswith(f"claude-nvim mcp: cannot reach the server on port {port} (")
-    assert "; is it still running?" in done.stderr
+    assert done.stderr.startswith(f"claude-nvim mcp: no claude-nvim server on port {port} ")
+    assert "; is it still running? start one in Neovim" in done.stderr
 
 
 async def test_claude_command_passes_the_model_endpoint(nvim_address, tmp_path):
@@ -118,3 +196,32 @@ async def test_claude_command_passes_the_model_endpoint(nvim_address, tmp_path):
     assert server["type"] == "ws"
     assert server["url"].startswith("ws://127.0.0.1:") and server["url"].endswith("/mcp")
     assert len(server["headers"]["X-Claude-Code-Ide-Authorization"]) >= 32
+
+
+def test_the_mcp_config_file_is_new_and_private(tmp_path):
+    from claude_nvim.cli import _model_endpoint_file
+    ide = tmp_path / "ide"
+    ide.mkdir(mode=0o700)
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    for port in range(4000, 4010):  # the names the file used to get
+        (ide / f"mcp-{port}-{os.getpid()}.json").symlink_to(victim)
+        (ide / f"mcp-{port + 10}-{os.getpid()}.json").write_text("")
+        os.chmod(ide / f"mcp-{port + 10}-{os.getpid()}.json", 0o644)
+    planted = sorted(ide.iterdir())
+    for port in (4000, 4010):
+        with _model_endpoint_file(ide, port, "the-token") as name:
+            path = Path(name)
+            assert path.parent == ide and path not in planted and not path.is_symlink()
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600
+            assert "the-token" in path.read_text()
+        assert not path.exists()
+    assert victim.read_text() == "precious"
+    assert sorted(ide.iterdir()) == planted
+
+
+def test_the_relay_does_not_import_the_server():
+    done = subprocess.run([sys.executable, "-c", "import sys, claude_nvim.relay;"
+                           "print('claude_nvim.server' in sys.modules)"],
+                          capture_output=True, text=True, timeout=30, check=True)
+    assert done.stdout.strip() == "False"

@@ -10,7 +10,7 @@ import pytest
 import trio
 from trio_websocket import ConnectionClosed, ConnectionRejected, open_websocket
 
-from claude_nvim import Tool, lua_util, text_result
+from claude_nvim import Tool, lockfile, lua_util, protocol, text_result
 from claude_nvim.editor import EditorGone, editor_for
 from claude_nvim.plugins import load_tools
 from claude_nvim.server import AlreadyServed, App
@@ -141,9 +141,32 @@ async def test_stale_lock_of_a_crashed_server_is_removed(nvim_address, nvim, tmp
                                  "workspaceFolders": [], "authToken": "x"}))
     someone_else = lock_dir / "1.lock"
     someone_else.write_text(json.dumps({"pid": 1, "ideName": "Visual Studio Code"}))
-    async with running_app(nvim_address, lock_directory=lock_dir):
-        assert not stale.exists()
-        assert someone_else.exists()
+    with trio.socket.socket() as taken:  # its port: something else listens there now
+        await taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        reused = lock_dir / f"{taken.getsockname()[1]}.lock"
+        reused.write_text(stale.read_text())
+        async with running_app(nvim_address, lock_directory=lock_dir):
+            assert not stale.exists()
+            assert not reused.exists()
+            assert someone_else.exists()
+
+
+async def test_a_challenge_gets_a_proof_of_the_token_never_the_token(app):
+    stream = await trio.open_tcp_stream("127.0.0.1", app.port)
+    await stream.send_all(b"GET / HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                          b"Sec-WebSocket-Version: 13\r\n"
+                          b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                          b"X-Claude-Nvim-Challenge: abc\r\n\r\n")
+    answer = b""
+    with trio.fail_after(5):
+        while chunk := await stream.receive_some():
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 401 ")
+    assert b"x-claude-nvim-proof: " + protocol.proof(app.token, b"abc") in answer
+    assert app.token.encode() not in answer
+    assert await trio.to_thread.run_sync(lockfile.proves_token, app.port, app.token)
+    assert not await trio.to_thread.run_sync(lockfile.proves_token, app.port, "other-token")
 
 
 async def test_messages_over_64_mib_close_1009_and_others_are_untouched(app):

@@ -126,9 +126,34 @@ async def test_claude_command_reuses_a_running_server(app, nvim_address, nvim, t
         assert done.returncode == 7, done.stderr
         seen = json.loads((tmp_path / "seen.json").read_text())
         assert seen["port"] == str(app.port)
+        assert "--mcp-config" in seen["argv"]  # the server proved it holds its token
     assert app.lock_path.exists()  # the running server is untouched, in Neovim too:
     assert await nvim.exec_lua("return { vim.fn.exists(':ClaudeNvimSend'),"
                                " vim.env.CLAUDE_CODE_SSE_PORT }") == [2, str(app.port)]
+
+
+async def test_claude_command_gives_claude_no_token_a_server_did_not_prove(
+        nvim_address, nvim, tmp_path):
+    with trio.socket.socket() as s:  # a port nobody listens on
+        await s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    # This Neovim's server is said to be there (a live channel claims it), and a lock says so.
+    await nvim.exec_lua("vim.g.claude_nvim_server = {channel = select(1, ...), pid = 1,"
+                        " port = select(2, ...)}", nvim.channel_id, port)
+    ide = tmp_path / "cfg" / "ide"
+    ide.mkdir(parents=True, mode=0o700)
+    (ide / f"{port}.lock").write_text(json.dumps({
+        "pid": os.getpid(), "workspaceFolders": [str(tmp_path)], "ideName": "Neovim",
+        "transport": "ws", "authToken": "stale-token"}))
+    env = {**os.environ, "CLAUDE_NVIM_CLAUDE": str(fake_claude(tmp_path)),
+           "CLAUDE_CONFIG_DIR": str(tmp_path / "cfg"), "NVIM": nvim_address}
+    with trio.fail_after(30):
+        done = await trio.run_process([*CLAUDE_NVIM, "claude"], env=env, cwd=tmp_path,
+                                      check=False, capture_stderr=True)
+    assert done.returncode == 7, done.stderr
+    seen = json.loads((tmp_path / "seen.json").read_text())
+    assert seen["port"] == str(port)
+    assert "--mcp-config" not in seen["argv"]
 
 
 def test_claude_command_without_a_neovim_explains(tmp_path):

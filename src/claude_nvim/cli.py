@@ -9,6 +9,7 @@ import gc
 import json
 import logging
 import os
+import secrets
 import shutil
 import signal
 import sys
@@ -22,8 +23,9 @@ from . import __version__, doctor, lockfile
 from .editor import EditorGone, editor_for, leaf_errors
 from .headless import find_nvim, headless_nvim
 from .plugins import LoadedTools, ToolRegistryError, load_tools, plugin_distributions
+from .protocol import MODEL_PATH
 from .relay import relay
-from .server import MODEL_PATH, AlreadyServed, App
+from .server import AlreadyServed, App
 
 log = logging.getLogger("claude_nvim")
 
@@ -318,7 +320,7 @@ def _stopped(error: BaseException, app: App, started: bool, *, neovim_gone: int 
 
 def _explain(error: BaseException, app: App, started: bool) -> str | None:
     """``cause; what to do`` for an expected failure of a server, or None."""
-    if isinstance(error, AlreadyServed):
+    if isinstance(error, (AlreadyServed, lockfile.UnsafeLockDirectory)):
         return str(error)
     if isinstance(error, EditorGone) and not started:
         return f"{error}; check that Neovim runs there (`:echo v:servername` in it shows it)"
@@ -350,8 +352,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     try:
         trio.run(relay, port, token)
     except* (OSError, HandshakeError) as group:
-        print(f"claude-nvim mcp: cannot reach the server on port {port}: "
-              f"{leaf_errors(group)[0]}",
+        print(f"claude-nvim mcp: cannot reach the server on port {port} "
+              f"({leaf_errors(group)[0]}); is it still running? {lockfile.START_ONE}",
               file=sys.stderr)
         status = 1
     return status
@@ -433,11 +435,12 @@ async def _serve_and_run_claude(app: App, command: list[str],
 
 @contextlib.contextmanager
 def _model_endpoint_file(directory: Path, port: int, token: str) -> Iterator[str]:
-    """The --mcp-config for claude as a private file: on the command line, `ps` shows it."""
-    path = directory / f"mcp-{port}-{os.getpid()}.json"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(model_endpoint_config(port, token))
+    """The --mcp-config for claude as a private file: on the command line, `ps` shows it.
+
+    A new file of a random name (no planted file or symlink gets the token), born 0600.
+    """
+    path = lockfile.write_private(directory, f"mcp-{port}-{secrets.token_hex(8)}.json",
+                                  model_endpoint_config(port, token))
     try:
         yield str(path)
     finally:

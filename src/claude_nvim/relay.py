@@ -13,7 +13,7 @@ import sys
 import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection, open_websocket
 
-from .server import AUTH_HEADER, MAX_MESSAGE_BYTES, MODEL_PATH
+from .protocol import AUTH_HEADER, MAX_MESSAGE_BYTES, MODEL_PATH
 
 
 async def relay(port: int, token: str) -> None:

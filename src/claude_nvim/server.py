@@ -16,18 +16,15 @@ from typing import Any
 import outcome
 import trio
 
-from . import diffs, jsontext, lockfile, lua_util, mentions, selection, websocket
+from . import diffs, jsontext, lockfile, lua_util, mentions, protocol, selection, websocket
 from .editor import Editor, answering, parse_address
 from .mcp import McpSession, notification
+from .protocol import AUTH_HEADER, MAX_MESSAGE_BYTES, MODEL_PATH
 from .tool import JSON, ConnectionInfo, Exposure, Tool, ToolContext
 from .websocket import Connection, ConnectionClosed, Request
 
 log = logging.getLogger(__name__)
 
-AUTH_HEADER = b"x-claude-code-ide-authorization"
-MODEL_PATH = "/mcp"
-"""The model endpoint's URL path; every other path is the IDE socket (docs/protocol.md §8)."""
-MAX_MESSAGE_BYTES = 64 * 2**20
 FIRST_PUSH_DELAY = 0.5
 """Seconds after a client's first tools/list before its first notification: the CLI drops
 notifications that arrive before it has registered its handlers."""
@@ -136,7 +133,11 @@ class App:
             info = await editor.call_lua(lua_util.MODULE, "publish", self.port)
             self.environment = dict(info["env"])
             self._lock_pid = self._choose_lock_pid(info["pid"])
-            for stale in lockfile.remove_stale_locks(self.lock_directory, self._lock_pid):
+            # In a thread: it connects to ports, and a stop must not wait for that.
+            stale_locks = await trio.to_thread.run_sync(
+                lockfile.remove_stale_locks, self.lock_directory, self._lock_pid,
+                abandon_on_cancel=True)
+            for stale in stale_locks:
                 log.info("removed a stale lock file of this Neovim: %s", stale)
             self._write_lock(info["folders"])  # last: the lock file says "ready"
             log.info("listening on ws://127.0.0.1:%d, lock file %s", self.port, self.lock_path)
@@ -233,8 +234,14 @@ class App:
     async def _serve_client(self, request: Request) -> None:
         refusal = self._refusal(request)
         if refusal is not None:
-            log.warning("refused a connection: HTTP %d", refusal[0])
-            await request.reject(refusal[0], body=refusal[1])
+            status, body = refusal
+            challenge = dict(request.headers).get(protocol.CHALLENGE_HEADER)
+            if status == 401 and challenge is not None:  # one of ours checks a lock first
+                proved = ((protocol.PROOF_HEADER, protocol.proof(self.token, challenge)),)
+                await request.reject(status, body=body, headers=proved)
+                return
+            log.warning("refused a connection: HTTP %d", status)
+            await request.reject(status, body=body)
             return
         endpoint = "model" if request.path.split("?")[0].rstrip("/") == MODEL_PATH else "ide"
         subprotocol = "mcp" if "mcp" in request.proposed_subprotocols else None

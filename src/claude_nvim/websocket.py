@@ -256,9 +256,10 @@ class Request:
         await self._stream.send_all(b"\r\n".join(lines) + b"\r\n\r\n")
         return Connection(self._stream, subprotocol, self._server, self._leftover)
 
-    async def reject(self, status: int, *, body: bytes = b"") -> None:
+    async def reject(self, status: int, *, body: bytes = b"",
+                     headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:
         self._answered = True
-        await _send_http_error(self._stream, status, body)
+        await _send_http_error(self._stream, status, body, headers)
 
 
 _REASONS = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 426: "Upgrade Required",
