@@ -253,8 +253,8 @@ def find_server(cwd: str, environ: Mapping[str, str] = os.environ) -> tuple[int,
                               f"no readable claude-nvim lock file for it in {directory}")
         if not _live(named[0]):
             raise LookupError(f"no claude-nvim server on port {port} (CLAUDE_CODE_SSE_PORT): "
-                              f"nothing there proves it wrote {named[0].path}; is it still running? "
-                              f"{START_ONE}")
+                              f"nothing there proves it wrote {named[0].path}; "
+                              f"is it still running? {START_ONE}")
         return named[0].port, named[0].token
     found = [(lock.port, lock.token) for lock in locks
              if any(cwd == f or cwd.startswith(f.rstrip("/") + "/") for f in lock.folders)
