@@ -82,3 +82,23 @@ def test_problems_are_named_with_their_fix(tmp_path):
     assert "FIX  `claude` is not on PATH" in out
     assert f"-> chmod 700 {ide}" in out
     assert f"-> chmod 600 {ide / '1234.lock'}" in out
+
+
+def test_a_lock_directory_it_cannot_trust_is_a_problem(nvim_address, tmp_path):
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "ide").symlink_to(tmp_path / "elsewhere")
+    done = doctor(tmp_path, "--nvim", nvim_address)
+    assert done.returncode == 1, done.stdout
+    assert f"FIX  the lock directory {tmp_path / 'cfg' / 'ide'} is a symlink" in done.stdout
+    assert "Traceback" not in done.stderr
+
+
+def test_odd_lock_files_do_not_break_the_doctor(nvim_address, tmp_path):
+    ide = tmp_path / "cfg" / "ide"
+    ide.mkdir(parents=True, mode=0o700)
+    (ide / "1.lock").symlink_to(tmp_path / "nowhere")  # dangling
+    os.mkfifo(ide / "2.lock")
+    done = doctor(tmp_path, "--nvim", nvim_address)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"ok   lock directory {ide} has mode 700" in done.stdout

@@ -128,13 +128,19 @@ def _lock_dir() -> list[Finding]:
     if nearest != directory:
         return [Finding(True, f"lock directory {directory} does not exist yet; it can be "
                               f"made ({nearest} is writable)")]
+    try:
+        lockfile.check_directory(directory)
+    except lockfile.UnsafeLockDirectory as exc:
+        what, fix = str(exc).split(": ", 1)
+        return [Finding(False, what, fix)]
     findings = []
     mode = stat.S_IMODE(directory.stat().st_mode)
     findings.append(Finding(mode & 0o077 == 0, f"lock directory {directory} has mode {mode:o}",
                             "" if mode & 0o077 == 0 else f"chmod 700 {directory}"))
     for path in sorted(directory.glob("*.lock")):
-        mode = stat.S_IMODE(path.stat().st_mode)
-        if mode & 0o077:
+        info = path.lstat()  # a lock may be anything (a dangling symlink): never follow it
+        mode = stat.S_IMODE(info.st_mode)
+        if stat.S_ISREG(info.st_mode) and mode & 0o077:
             findings.append(Finding(False, f"lock file {path} is readable by others ({mode:o})",
                                     f"chmod 600 {path}"))
     return findings

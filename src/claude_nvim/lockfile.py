@@ -70,7 +70,7 @@ _NO_WAIT = getattr(os, "O_NONBLOCK", 0)
 _MY_UID = os.geteuid() if hasattr(os, "geteuid") else None
 
 
-def _check_directory(directory: Path) -> None:
+def check_directory(directory: Path) -> None:
     """Raise :class:`UnsafeLockDirectory` unless ``directory`` is a directory of this user's:
     through a symlink, ``chmod`` and new files would land in its target.
 
@@ -97,7 +97,7 @@ def write_private(directory: Path, name: str, text: str) -> Path:
     """
     with contextlib.suppress(FileExistsError):
         directory.mkdir(mode=0o700, parents=True)
-    _check_directory(directory)
+    check_directory(directory)
     os.chmod(directory, 0o700)
     path = directory / name
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NO_FOLLOW, 0o600)
@@ -143,7 +143,7 @@ def read_locks(directory: Path) -> list[Lock]:
     for a writer), and checked on the open file.
     """
     try:
-        _check_directory(directory)
+        check_directory(directory)
     except FileNotFoundError:
         return []
     locks = (_read_lock(path) for path in sorted(directory.glob("*.lock")))
