@@ -106,6 +106,8 @@ function M.notify(event, ...)
   return false
 end
 
+-- A line in the server's log. level: 'debug', 'info', 'warn', 'error' or a vim.log.levels
+-- number; any other level still logs (as a warning).
 function M.log(level, msg) return M.notify('claude_nvim_log', level, msg) end
 
 -- Something the user must know (never anything else goes to their screen).
