@@ -338,8 +338,8 @@ async def test_lua_log_calls_of_any_level_reach_the_server_log(app, nvim, caplog
     with trio.fail_after(5):
         while len(seen) < len(levels):
             await trio.sleep(0.01)
-            seen = {r.getMessage().split("said at ")[1]: r.levelno for r in caplog.records
-                    if "said at " in r.getMessage()}
+            seen = {r.getMessage().split("said at ")[1].split()[0]: r.levelno
+                    for r in caplog.records if "said at " in r.getMessage()}
     assert seen == {str(level).replace("None", "nil"): number
                     for level, number in levels.items()}
 

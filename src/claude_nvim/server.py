@@ -224,7 +224,7 @@ class App:
         key = level.lower() if isinstance(level, str) else level if isinstance(level, int) else None
         number = LUA_LOG_LEVELS.get(key)
         if number is None:  # a level nobody knows: the message still gets through
-            log.warning("Neovim (%s): %s", level, message)
+            log.warning("Neovim: %s (level %r)", message, level)
         else:
             log.log(number, "Neovim: %s", message)
 
