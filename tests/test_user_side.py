@@ -140,12 +140,16 @@ async def test_a_mention_nobody_receives_expires_with_a_message(app, nvim, tmp_p
                                                                  monkeypatch):
     from claude_nvim import mentions
     monkeypatch.setattr(mentions, "QUEUE_SECONDS", 0.2)
+    # An 80-column terminal: the messages are wider, and must not stop Neovim at a prompt.
+    await nvim.request("nvim_ui_attach", 80, 24, {"ext_linegrid": True})
     await nvim.request("nvim_command", f"ClaudeNvimAdd {tmp_path}")
     with trio.fail_after(5):
         while "dropped" not in (messages := await nvim.exec_lua(
                 "return vim.api.nvim_exec2('messages', {output=true}).output")):
             await trio.sleep(0.05)
-    assert "no Claude connected within 0.2 s: 1 mention(s) dropped" in messages
+    assert "no Claude connected within 0.2 s: 1 mention(s) dropped; start claude and send " \
+        "again" in messages
+    assert (await nvim.request("nvim_get_mode"))["blocking"] is False
     async with mcp_client(app.port, app.token) as client:  # a late client gets nothing stale
         await ready(client, nvim, tmp_path)
         assert await client.no_notification("at_mentioned")

@@ -110,9 +110,16 @@ end
 -- number; any other level still logs (as a warning).
 function M.log(level, msg) return M.notify('claude_nvim_log', level, msg) end
 
--- Something the user must know (never anything else goes to their screen).
+-- Something the user must know (never anything else goes to their screen). A message wider
+-- than the command line would hold Neovim at a hit-enter prompt (RPC calls too): :echomsg
+-- shows it cut to fit ('shortmess' T) and keeps it whole in :messages.
 function M.tell(msg, level)
-  vim.notify('claude-nvim: ' .. msg, vim.log.levels[level or 'INFO'])
+  msg = 'claude-nvim: ' .. msg
+  if vim.fn.strdisplaywidth(msg) < vim.v.echospace then
+    return vim.notify(msg, vim.log.levels[level or 'INFO'])
+  end
+  local hl = ({ WARN = 'WarningMsg', ERROR = 'ErrorMsg' })[level] or 'None'
+  vim.cmd('echohl ' .. hl .. ' | echomsg ' .. vim.fn.string(msg) .. ' | echohl None')
 end
 
 -- Wrap an autocmd callback: its errors go to the server's log, not to :messages.
