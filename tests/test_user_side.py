@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 import trio
 
 from claude_nvim.testing import mcp_client
@@ -171,3 +172,17 @@ async def test_closing_the_terminal_stops_claude_and_removes_the_lock(nvim_addre
     with trio.fail_after(15):
         await process.wait()
     assert list((config / "ide").iterdir()) == []  # no lock, no private config left
+
+
+@pytest.mark.parametrize("options", ["", "set cmdheight=0", "set shortmess-=T"])
+async def test_a_message_wider_than_the_screen_never_stops_neovim_at_a_prompt(
+        app, nvim, options):
+    await nvim.request("nvim_ui_attach", 80, 24, {"ext_linegrid": True})
+    if options:
+        await nvim.request("nvim_command", options)
+    said = "Claude's edit of " + "/very/long/path" * 10 + " is not shown"
+    with trio.fail_after(5):  # a prompt would hold this call
+        await nvim.exec_lua("package.loaded['claude_nvim'].tell(...)", said, "WARN")
+    assert (await nvim.request("nvim_get_mode"))["blocking"] is False
+    messages = await nvim.exec_lua("return vim.api.nvim_exec2('messages', {output=true}).output")
+    assert "claude-nvim: Claude's edit of /very/long/path" in messages  # cut at worst
