@@ -178,6 +178,12 @@ async def test_a_buffer_with_unsaved_changes_is_refused(client, ui, target):
     assert result["isError"] is True
     assert result["content"][0]["text"] == \
         f"Cannot open diff: {target} has unsaved changes in Neovim"
+    # claude's screen says "Opened changes in Neovim": the user learns in Neovim what to do,
+    # and a message wider than the screen leaves no hit-enter prompt behind.
+    messages = await ui.exec_lua("return vim.api.nvim_exec2('messages', {output = true}).output")
+    assert f"Claude's edit of {target.name} is not shown: it has unsaved changes" in messages
+    assert "Save (:w) or revert (:e!) it, then ask Claude again" in messages
+    assert (await ui.request("nvim_get_mode"))["blocking"] is False
     assert await ui.exec_lua("return #vim.api.nvim_list_tabpages()") == 1
     assert await ui.exec_lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)") == \
         ["two", "three"]

@@ -86,9 +86,30 @@ async def test_initialize_echoes_a_known_protocol_version_and_advertises_tools()
 
 async def test_ids_of_any_valid_type_are_echoed_verbatim():
     s = session()
-    for request_id in (0, 7, "abc", "", 2**70, 1.5, None):
-        reply = await ask(s, req("ping", id=request_id))
-        assert reply == {"jsonrpc": "2.0", "id": request_id, "result": {}}
+    for request_id in ("0", "7", '"abc"', '""', "1.5", "null", "-9223372036854775808",
+                       "18446744073709551615", "1180591620717411303424", "-" + "9" * 40):
+        reply = await ask(s, f'{{"jsonrpc":"2.0","id":{request_id},"method":"ping"}}')
+        # As the client reads it: the id's JSON text is the one it sent.
+        assert jsontext.dumps(reply).decode() == (
+            f'{{"jsonrpc":"2.0","id":{request_id},"result":{{}}}}')
+
+
+async def test_calls_with_ids_past_64_bits_are_told_apart_when_cancelled():
+    s = session()
+    ended = []
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            async def call(request_id):
+                await ask(s, req("tools/call", {"name": "slow"}, id=request_id))
+                ended.append(request_id)
+            for request_id in (2**70 + 1, 2**70):  # as floats, the same number
+                nursery.start_soon(call, request_id)
+                await trio.sleep(0.01)
+            for request_id in (2**70 + 1, 2**70):
+                await ask(s, {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                              "params": {"requestId": request_id}})
+                await trio.sleep(0.01)
+                assert ended[-1] == request_id
 
 
 async def test_notifications_are_never_answered():
@@ -106,6 +127,12 @@ async def test_malformed_messages_get_the_json_rpc_error_codes():
     s = session()
     assert (await ask(s, "{nope"))["error"]["code"] == -32700
     assert (await ask(s, "{nope"))["id"] is None
+    for not_json in ("NaN", "Infinity", "-Infinity", "1e400", "-1e400"):
+        reply = await ask(s, f'{{"jsonrpc":"2.0","id":{not_json},"method":"ping"}}')
+        assert reply["error"]["code"] == -32700 and reply["id"] is None, not_json
+        reply = await ask(s, '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":'
+                             f'{{"name":"echo","arguments":{{"path":"x","line":{not_json}}}}}}}')
+        assert reply["error"]["code"] == -32700, not_json
     assert (await ask(s, "[" * 100_000 + "]" * 100_000))["error"]["code"] in (-32700, -32600)
     assert (await ask(s, json.dumps([req("ping")])))["error"]["code"] == -32600
     assert (await ask(s, "42"))["error"]["code"] == -32600
@@ -232,3 +259,7 @@ def test_json_text_escapes_lone_surrogates_and_keeps_utf8_otherwise():
     assert jsontext.loads(b'[1,"\xc3\xa9"]') == [1, "é"]
     with pytest.raises(ValueError, match="Expecting"):
         jsontext.loads("{")
+    assert jsontext.loads_exact("[1180591620717411303424,1.5]") == [2**70, 1.5]
+    for not_json in ("NaN", "[Infinity]", '{"x":1e400}', '"\\udcff", -Infinity'):
+        with pytest.raises(ValueError):
+            jsontext.loads(not_json)

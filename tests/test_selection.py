@@ -179,6 +179,33 @@ async def test_linewise_selection_covers_whole_lines(client, nvim, tmp_path):
     assert await current(client) == file_payload(path, "four", span(3, 0, 3, 4))
 
 
+def lines_claude_shows(selection: dict[str, Any]) -> int:
+    """The N of claude's "⧉ N lines selected" for a range (protocol doc section 9.1)."""
+    start, end = selection["start"], selection["end"]
+    return end["line"] - start["line"] + 1 - (end["character"] == 0)
+
+
+@pytest.mark.parametrize(("keys", "lines"), [
+    ("ggVj", 2), ("3GVk", 2), ("3GV", 1), ("4GVj", 2), ("GV", 1),  # linewise
+    ("gg0lvj", 2), ("4Gvj", 2), ("G$v", 1), ("4G$vj", 2),  # charwise (inclusive)
+    ("gg0<C-v>j", 2), ("4G<C-v>j", 2), ("3G<C-v>j", 2),  # blockwise
+])
+async def test_claude_counts_the_lines_selected_even_when_the_last_one_is_empty(
+        client, nvim, tmp_path, keys, lines):
+    path = tmp_path / "a.txt"
+    await edit(nvim, path, ["first line", "", "", "third", ""])
+    await feed(nvim, keys)
+    selected = await current(client)
+    assert lines_claude_shows(selected["selection"]) == lines
+    await selection_where(client, lambda p: p["selection"] == selected["selection"])  # claude's
+    await feed(nvim, "<Esc>")
+    assert lines_claude_shows((await latest(client))["selection"]) == lines
+    # The text is still what Neovim yanks (linewise: less the register's last line break).
+    await feed(nvim, "gvy")
+    register = await nvim.exec_lua("return vim.fn.getreg('\"')")
+    assert selected["text"] + ("\n" if "V" in keys else "") == register
+
+
 async def test_blockwise_selection_is_the_covering_span_and_the_row_fragments(
         client, nvim, tmp_path):
     path = tmp_path / "a.txt"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import stat
 
@@ -386,6 +387,26 @@ async def test_lua_errors_reach_the_server_log_not_messages(app, nvim, caplog):
             await trio.sleep(0.01)
     messages = await nvim.exec_lua("return vim.api.nvim_exec2('messages', {output=true}).output")
     assert "kaboom" not in messages
+
+
+async def test_lua_log_calls_of_any_level_reach_the_server_log(app, nvim, caplog):
+    caplog.set_level(logging.DEBUG, logger="claude_nvim")
+    levels = {"notice": logging.INFO, "warn": logging.WARNING, "WARNING": logging.WARNING,
+              "trace": logging.DEBUG, "fatal": logging.CRITICAL, "whatever": logging.WARNING}
+    for level in levels:
+        await nvim.exec_lua("package.loaded['claude_nvim'].log(...)", level, f"said at {level}")
+    await nvim.exec_lua("package.loaded['claude_nvim'].log(vim.log.levels.WARN, 'said at 3')")
+    levels[3] = logging.WARNING
+    await nvim.exec_lua("package.loaded['claude_nvim'].log(nil, 'said at nil')")
+    levels[None] = logging.ERROR
+    seen = {}
+    with trio.fail_after(5):
+        while len(seen) < len(levels):
+            await trio.sleep(0.01)
+            seen = {r.getMessage().split("said at ")[1].split()[0]: r.levelno
+                    for r in caplog.records if "said at " in r.getMessage()}
+    assert seen == {str(level).replace("None", "nil"): number
+                    for level, number in levels.items()}
 
 
 async def test_each_endpoint_lists_and_calls_only_its_own_tools(nvim_address, tmp_path):

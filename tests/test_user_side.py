@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 import trio
 
 from claude_nvim.testing import mcp_client
@@ -168,12 +169,16 @@ async def test_a_mention_nobody_receives_expires_with_a_message(app, nvim, tmp_p
                                                                  monkeypatch):
     from claude_nvim import mentions
     monkeypatch.setattr(mentions, "QUEUE_SECONDS", 0.2)
+    # An 80-column terminal: the messages are wider, and must not stop Neovim at a prompt.
+    await nvim.request("nvim_ui_attach", 80, 24, {"ext_linegrid": True})
     await nvim.request("nvim_command", f"ClaudeNvimAdd {tmp_path}")
     with trio.fail_after(5):
         while "dropped" not in (messages := await nvim.exec_lua(
                 "return vim.api.nvim_exec2('messages', {output=true}).output")):
             await trio.sleep(0.05)
-    assert "no Claude connected within 0.2 s: 1 mention(s) dropped" in messages
+    assert "no Claude connected within 0.2 s: 1 mention(s) dropped; start claude and send " \
+        "again" in messages
+    assert (await nvim.request("nvim_get_mode"))["blocking"] is False
     async with mcp_client(app.port, app.token) as client:  # a late client gets nothing stale
         await ready(client, nvim, tmp_path)
         assert await client.no_notification("at_mentioned")
@@ -239,3 +244,17 @@ def test_claude_command_failures_are_one_line(nvim_address, tmp_path):
         assert len(done.stderr.splitlines()) == 1
         assert done.stderr.startswith(f"claude-nvim: {cause}")
         assert not (tmp_path / "seen.json").exists()  # claude never ran
+
+
+@pytest.mark.parametrize("options", ["", "set cmdheight=0", "set shortmess-=T"])
+async def test_a_message_wider_than_the_screen_never_stops_neovim_at_a_prompt(
+        app, nvim, options):
+    await nvim.request("nvim_ui_attach", 80, 24, {"ext_linegrid": True})
+    if options:
+        await nvim.request("nvim_command", options)
+    said = "Claude's edit of " + "/very/long/path" * 10 + " is not shown"
+    with trio.fail_after(5):  # a prompt would hold this call
+        await nvim.exec_lua("package.loaded['claude_nvim'].tell(...)", said, "WARN")
+    assert (await nvim.request("nvim_get_mode"))["blocking"] is False
+    messages = await nvim.exec_lua("return vim.api.nvim_exec2('messages', {output=true}).output")
+    assert "claude-nvim: Claude's edit of /very/long/path" in messages  # cut at worst

@@ -74,6 +74,9 @@ function M.open(id, candidates, lines, tab_name)
   end
   local target = core.find_buffer({ path })
   if target and vim.bo[target].modified then
+    -- claude's screen says "Opened changes in Neovim" whatever the answer: say it here.
+    core.tell("Claude's edit of " .. vim.fn.fnamemodify(path, ':~:.') .. ' is not shown: it has'
+      .. ' unsaved changes here. Save (:w) or revert (:e!) it, then ask Claude again.', 'WARN')
     return 'Cannot open diff: ' .. path .. ' has unsaved changes in Neovim'
   end
   local scratch = nil

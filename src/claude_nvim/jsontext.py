@@ -7,6 +7,7 @@ against 24 ms; every tool result is encoded twice (its JSON text, then the messa
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import orjson
@@ -23,9 +24,28 @@ def dumps(value: Any) -> bytes:
 
 
 def loads(text: str | bytes) -> Any:
-    """The value of JSON text; raises ``ValueError`` (or ``RecursionError``) when it is not."""
+    """The value of JSON text; raises ``ValueError`` (or ``RecursionError``) when it is not.
+
+    Fast, but an integer past 64 bits comes back as a float: see :func:`loads_exact`.
+    """
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
         # The standard library takes escaped lone surrogates, and says better what is wrong.
-        return json.loads(text)
+        return loads_exact(text)
+
+
+def loads_exact(text: str | bytes) -> Any:
+    """Like :func:`loads`, about 5 times slower, with every integer exact whatever its size."""
+    return json.loads(text, parse_constant=_not_json, parse_float=_finite)
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite(literal: str) -> float:
+    value = float(literal)
+    if math.isinf(value):
+        raise ValueError(f"number out of range: {literal[:40]}")
+    return value

@@ -106,11 +106,28 @@ function M.notify(event, ...)
   return false
 end
 
+-- A line in the server's log. level: 'debug', 'info', 'warn', 'error' or a vim.log.levels
+-- number; any other level still logs (as a warning).
 function M.log(level, msg) return M.notify('claude_nvim_log', level, msg) end
 
--- Something the user must know (never anything else goes to their screen).
+-- Something the user must know (never anything else goes to their screen). A message wider
+-- than the command line would hold Neovim at a hit-enter prompt, RPC calls included: :echomsg
+-- cuts it to fit on screen ('shortmess' T) and keeps it whole in :messages; where it cannot
+-- ('cmdheight' 0, no T), the message is cut here.
 function M.tell(msg, level)
-  vim.notify('claude-nvim: ' .. msg, vim.log.levels[level or 'INFO'])
+  msg = 'claude-nvim: ' .. msg
+  local room = vim.v.echospace - 1
+  if vim.fn.strdisplaywidth(msg) > room then
+    if vim.o.cmdheight > 0 and vim.o.shortmess:find('T', 1, true) then
+      local hl = ({ WARN = 'WarningMsg', ERROR = 'ErrorMsg' })[level] or 'None'
+      return vim.cmd('echohl ' .. hl .. ' | echomsg ' .. vim.fn.string(msg) .. ' | echohl None')
+    end
+    repeat
+      msg = vim.fn.strcharpart(msg, 0, vim.fn.strchars(msg) - 1)
+    until vim.fn.strdisplaywidth(msg) < room
+    msg = msg .. '…'
+  end
+  vim.notify(msg, vim.log.levels[level or 'INFO'])
 end
 
 -- Wrap an autocmd callback: its errors go to the server's log, not to :messages.

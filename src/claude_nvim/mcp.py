@@ -72,7 +72,7 @@ class McpSession:
         if isinstance(raw, bytes):
             return error_response(None, INVALID_REQUEST, "Binary frames are not supported")
         try:
-            message = jsontext.loads(raw)
+            message = read_message(raw)
         except (ValueError, RecursionError) as exc:
             return error_response(None, PARSE_ERROR, f"Parse error: {exc}")
         if not isinstance(message, dict):
@@ -169,6 +169,17 @@ class McpSession:
             log.error("tool %s returned %r, not a tool result", tool.name, type(result))
             return error_result(f"Internal error: tool {tool.name} returned no tool result")
         return result
+
+
+def read_message(raw: str) -> Any:
+    """The value of one incoming message, its ids exact (raises as :func:`jsontext.loads`)."""
+    message = jsontext.loads(raw)
+    # orjson reads an integer past 64 bits as a float; an id must come back as sent, and a
+    # cancellation name the call it was sent for. (Both are rare: read those again, exactly.)
+    if isinstance(message, dict) and (type(message.get("id")) is float or
+                                      message.get("method") == "notifications/cancelled"):
+        return jsontext.loads_exact(raw)
+    return message
 
 
 def _valid_id(value: Any) -> bool:

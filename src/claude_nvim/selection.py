@@ -81,10 +81,13 @@ end
 -- The shape of a selection of kind 'v', 'V' or CTRL-V from a to b ({row, byte col}, both
 -- 0-based, a before b; b.eol: it takes in b's line break): its range, the text it takes from
 -- each row, and what follows the last row. Run it with `buf` current (block columns).
+-- claude counts end.line - start.line + 1 lines, one less when end.character is 0: a range
+-- whose last row is empty ends at the start of the next row instead (the text is still what
+-- Neovim yanks), or claude would show one line less than the user selected.
 local function shape(buf, kind, a, b)
   if kind == 'V' then
     local last = line_at(buf, b[1])
-    return { sl = a[1], sc = 0, el = b[1], ec = core.utf16(last, #last),
+    return { sl = a[1], sc = 0, el = b[1] + (last == '' and 1 or 0), ec = core.utf16(last, #last),
              fragment = function(_, l) return l end }
   elseif kind == 'v' then
     local first, last = line_at(buf, a[1]), line_at(buf, b[1])
@@ -105,6 +108,8 @@ local function shape(buf, kind, a, b)
                 end }
     if eol and b[1] + 1 < api.nvim_buf_line_count(buf) then
       r.tail, r.el, r.ec = '\n', b[1] + 1, 0
+    elseif eol and e == 0 then
+      r.el = b[1] + 1  -- an empty last line (see above)
     end
     return r
   end
@@ -126,7 +131,8 @@ local function shape(buf, kind, a, b)
   local top, bottom = line_at(buf, a[1]), line_at(buf, b[1])
   local ts = span(a[1], top)
   local _, be = span(b[1], bottom)
-  return { sl = a[1], sc = core.utf16(top, ts), el = b[1], ec = core.utf16(bottom, be),
+  return { sl = a[1], sc = core.utf16(top, ts), el = b[1] + (bottom == '' and 1 or 0),
+           ec = core.utf16(bottom, be),
            fragment = function(row, l)
              local s, e = span(row, l)
              return l:sub(s + 1, e)

@@ -41,6 +41,17 @@ class AlreadyServed(Exception):
         self.pid = pid
 
 
+# Lua's level names and vim.log.levels numbers (TRACE = 0 ... ERROR = 4), syslog's names,
+# and no level at all.
+LUA_LOG_LEVELS: dict[str | int | None, int] = {
+    "trace": logging.DEBUG, "debug": logging.DEBUG, "info": logging.INFO,
+    "notice": logging.INFO, "warn": logging.WARNING, "warning": logging.WARNING,
+    "error": logging.ERROR, "critical": logging.CRITICAL, "fatal": logging.CRITICAL,
+    0: logging.DEBUG, 1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR,
+    None: logging.ERROR,
+}
+
+
 class App:
     """claude-nvim for one Neovim: attach, listen on 127.0.0.1, advertise, serve, clean up."""
 
@@ -212,9 +223,13 @@ class App:
             log.debug("workspace folders now %s", args[0])
 
     def _on_lua_log(self, args: list[Any]) -> None:
-        level, message = [*args, "error", ""][:2]
-        log.log(logging.getLevelName(str(level).upper()) if isinstance(level, str) else 40,
-                "Neovim: %s", message)
+        level, message = [*args, None, ""][:2]
+        key = level.lower() if isinstance(level, str) else level if isinstance(level, int) else None
+        number = LUA_LOG_LEVELS.get(key)
+        if number is None:  # a level nobody knows: the message still gets through
+            log.warning("Neovim: %s (level %r)", message, level)
+        else:
+            log.log(number, "Neovim: %s", message)
 
     # WebSocket connections.
 
