@@ -412,3 +412,39 @@ async def test_a_client_that_never_finishes_the_handshake_is_dropped(nvim_addres
         with trio.fail_after(5):
             assert await stream.receive_some(4096) == b""  # closed by the server
         nursery.cancel_scope.cancel()
+
+
+async def test_a_connection_has_a_bounded_number_of_calls_in_the_works(nvim_address, tmp_path):
+    """A client that pipelines thousands of calls gets backpressure: the server reads no more
+    while MAX_IN_FLIGHT are being answered, and answers every one in the end."""
+    from claude_nvim.server import MAX_IN_FLIGHT
+    release = trio.Event()
+    started = []
+
+    async def wait(ctx, args):
+        started.append(args)
+        await release.wait()
+        return text_result("done")
+
+    tools = {**load_tools().tools,
+             "wait": Tool("wait", {"type": "object"}, wait, description="Waits.", exposure=BOTH)}
+    calls = 3000
+    async with (
+        running_app(nvim_address, tools=tools, lock_directory=tmp_path / "ide") as app,
+        mcp_client(app.port, app.token) as bystander,
+    ):
+        stream = await raw_upgrade(app.port, app.token)
+        async with trio.open_nursery() as nursery:
+            # More than the socket buffers hold: sending waits until the server reads on.
+            nursery.start_soon(stream.send_all, b"".join(masked_frame(0x1, json.dumps(
+                {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": "wait"}})
+                .encode()) for n in range(calls)))
+            await trio.sleep(0.5)
+            assert len(started) == MAX_IN_FLIGHT
+            assert (await bystander.request("ping"))["result"] == {}  # the others are served
+            release.set()
+            received = b""
+            with trio.fail_after(20):
+                while received.count(b'"text":"done"') < calls:
+                    received += await stream.receive_some(1 << 16)
+        assert len(started) == calls
