@@ -19,6 +19,7 @@ from claude_nvim.websocket import (
     BINARY,
     CLOSE,
     CONTINUATION,
+    FRAMES_PER_FEED,
     MAX_FRAGMENTS,
     PING,
     PONG,
@@ -50,6 +51,14 @@ def client_frame(opcode: int, payload: bytes, *, fin: bool = True, mask: bytes |
         return head + payload
     mask = mask or os.urandom(4)
     return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+def feed_all(reader: FrameReader, data: bytes) -> list:
+    """Everything ``data`` completes, over as many batches as it takes."""
+    events = reader.feed(data)
+    while reader.more:
+        events += reader.feed(b"")
+    return events
 
 
 def test_a_text_message_in_one_frame():
@@ -103,7 +112,7 @@ def test_a_message_in_progress_costs_its_payload_not_its_fragment_count():
         + client_frame(CONTINUATION, b"cd", fin=False) * (MAX_FRAGMENTS - 2)
     tracemalloc.start()
     try:
-        assert reader.feed(fragments) == []
+        assert feed_all(reader, fragments) == []
         held, _ = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -115,9 +124,16 @@ def test_a_message_in_progress_costs_its_payload_not_its_fragment_count():
 
 def test_a_message_in_too_many_fragments_fails_1009():
     reader = FrameReader(2**20)
-    events = reader.feed(client_frame(TEXT, b"", fin=False)
-                         + client_frame(CONTINUATION, b"", fin=False) * MAX_FRAGMENTS)
+    events = feed_all(reader, client_frame(TEXT, b"", fin=False)
+                      + client_frame(CONTINUATION, b"", fin=False) * MAX_FRAGMENTS)
     assert events == [Failure(1009, f"message in over {MAX_FRAGMENTS} fragments")]
+
+
+def test_a_flood_of_small_frames_is_parsed_a_batch_at_a_time():
+    reader = FrameReader(100)
+    events = reader.feed(client_frame(PING, b"") * (FRAMES_PER_FEED + 10))
+    assert len(events) == FRAMES_PER_FEED and reader.more
+    assert len(reader.feed(b"")) == 10 and not reader.more
 
 
 def test_invalid_utf8_fails_1007():

@@ -41,6 +41,9 @@ log = logging.getLogger(__name__)
 CONTINUATION, TEXT, BINARY, CLOSE, PING, PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
 MAX_FRAGMENTS = 1 << 14
 """Frames one message may come in (64 MiB in fragments of 4 KiB)."""
+FRAMES_PER_FEED = 256
+"""Frames parsed per :meth:`FrameReader.feed`; the rest waits in its buffer. A read of 256 KiB
+of empty pings is 43,690 frames: parsed in one go, they held the whole server for 0.5 s."""
 MAX_UNFINISHED = 256
 """Connections that may be in the opening handshake at once (fewer with few open files)."""
 RECEIVE_BYTES = 256 * 1024
@@ -143,7 +146,10 @@ def _unmask(data: bytearray, mask: bytes) -> bytes | bytearray:
 
 class FrameReader:
     """Client frames in, events out: messages (reassembled, text decoded), control frames,
-    and at most one :class:`Failure`, after which it takes no more input."""
+    and at most one :class:`Failure`, after which it takes no more input.
+
+    Each :meth:`feed` parses ``FRAMES_PER_FEED`` frames at most; ``more`` says whether some
+    may be left (``feed(b"")`` takes them)."""
 
     def __init__(self, max_message_size: int) -> None:
         self.max_message_size = max_message_size
@@ -154,6 +160,7 @@ class FrameReader:
         self._fragments = 0
         self._opcode: int | None = None
         self.failed = False
+        self.more = False
 
     def feed(self, data: bytes) -> list[Event]:
         if self.failed:
@@ -161,7 +168,12 @@ class FrameReader:
         buffer = self._buffer
         buffer += data
         events: list[Event] = []
+        frames, self.more = 0, False
         while len(buffer) >= 2:
+            if frames == FRAMES_PER_FEED:
+                self.more = True
+                return events
+            frames += 1
             first, second = buffer[0], buffer[1]
             length, at = second & 0x7F, 2
             if length == 126:
@@ -406,6 +418,10 @@ class Connection:
                 await self._fail(ended)
             if ended:
                 return
+            if self._reader.more:  # a flood of small frames: let other tasks run in between
+                data = b""
+                await trio.lowlevel.checkpoint()
+                continue
             try:
                 data = await self._socket.recv(RECEIVE_BYTES)
             except (OSError, trio.ClosedResourceError):
