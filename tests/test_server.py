@@ -448,3 +448,27 @@ async def test_a_connection_has_a_bounded_number_of_calls_in_the_works(nvim_addr
                 while received.count(b'"text":"done"') < calls:
                     received += await stream.receive_some(1 << 16)
         assert len(started) == calls
+
+
+async def test_a_client_gone_while_its_reading_waits_has_its_calls_cancelled(
+        nvim_address, tmp_path):
+    from claude_nvim.server import MAX_IN_FLIGHT
+    cancelled = []
+
+    async def wait(ctx, args):
+        try:
+            await trio.sleep_forever()
+        finally:
+            cancelled.append(args)
+
+    tools = {"wait": Tool("wait", {"type": "object"}, wait, description="Waits.", exposure=BOTH)}
+    async with running_app(nvim_address, tools=tools, lock_directory=tmp_path / "ide") as app:
+        stream = await raw_upgrade(app.port, app.token)
+        await stream.send_all(b"".join(masked_frame(0x1, json.dumps(
+            {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": "wait"}})
+            .encode()) for n in range(MAX_IN_FLIGHT)))  # the server reads no more for now
+        await trio.sleep(0.3)
+        await stream.aclose()
+        with trio.fail_after(5):
+            while len(cancelled) < MAX_IN_FLIGHT:
+                await trio.sleep(0.05)

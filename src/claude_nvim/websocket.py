@@ -29,6 +29,7 @@ import contextlib
 import errno
 import logging
 import os
+import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -409,9 +410,7 @@ class Connection:
             events = self._reader.feed(data)
             events.reverse()  # taken from the end: a handled message is held by nobody
             while isinstance(ended := self._take(events, on_message), trio.Event):
-                with trio.CancelScope() as self._room_wait:  # cancelled if the connection ends
-                    await ended.wait()
-                self._room_wait = None
+                await self._wait_for_room(ended)
                 if self.closed is not None:
                     return
             if isinstance(ended, Failure):
@@ -429,6 +428,26 @@ class Connection:
             if not data:
                 self._end(CloseReason(1006, "the connection was dropped"))
                 return
+
+    async def _wait_for_room(self, room: trio.Event) -> None:
+        """Wait until ``room`` is set or the connection ends. A peer that closes while its
+        calls wait (all blocked, say) is noticed too, unless bytes it sent are still unread:
+        those are read, up to its end, once there is room."""
+        with trio.CancelScope() as self._room_wait:  # _end cancels it
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._notice_eof)
+                await room.wait()
+                nursery.cancel_scope.cancel()
+        self._room_wait = None
+
+    async def _notice_eof(self) -> None:
+        try:
+            await trio.lowlevel.wait_readable(self._socket)
+            if await self._socket.recv(1, socket.MSG_PEEK):
+                await trio.sleep_forever()  # unread bytes: the end comes after them
+        except (OSError, trio.ClosedResourceError):
+            pass
+        self._end(CloseReason(1006, "the connection was dropped"))
 
     def _take(self, events: list[Event], on_message: OnMessage) -> bool | Failure | trio.Event:
         """Handle ``events`` (taken from the end); ``True`` or a failure when the connection is
