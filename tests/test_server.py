@@ -155,7 +155,7 @@ async def test_stale_lock_of_a_crashed_server_is_removed(nvim_address, nvim, tmp
 
 async def test_a_challenge_gets_a_proof_of_the_token_never_the_token(app):
     stream = await trio.open_tcp_stream("127.0.0.1", app.port)
-    await stream.send_all(b"GET / HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+    await stream.send_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                           b"Sec-WebSocket-Version: 13\r\n"
                           b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
                           b"X-Claude-Nvim-Challenge: abc\r\n\r\n")
@@ -498,3 +498,63 @@ async def test_a_client_that_never_finishes_the_handshake_is_dropped(nvim_addres
         with trio.fail_after(5):
             assert await stream.receive_some(4096) == b""  # closed by the server
         nursery.cancel_scope.cancel()
+
+
+async def test_a_connection_has_a_bounded_number_of_calls_in_the_works(nvim_address, tmp_path):
+    """A client that pipelines thousands of calls gets backpressure: the server reads no more
+    while MAX_IN_FLIGHT are being answered, and answers every one in the end."""
+    from claude_nvim.server import MAX_IN_FLIGHT
+    release = trio.Event()
+    started = []
+
+    async def wait(ctx, args):
+        started.append(args)
+        await release.wait()
+        return text_result("done")
+
+    tools = {**load_tools().tools,
+             "wait": Tool("wait", {"type": "object"}, wait, description="Waits.", exposure=BOTH)}
+    calls = 3000
+    async with (
+        running_app(nvim_address, tools=tools, lock_directory=tmp_path / "ide") as app,
+        mcp_client(app.port, app.token) as bystander,
+    ):
+        stream = await raw_upgrade(app.port, app.token)
+        async with trio.open_nursery() as nursery:
+            # More than the socket buffers hold: sending waits until the server reads on.
+            nursery.start_soon(stream.send_all, b"".join(masked_frame(0x1, json.dumps(
+                {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": "wait"}})
+                .encode()) for n in range(calls)))
+            await trio.sleep(0.5)
+            assert len(started) == MAX_IN_FLIGHT
+            assert (await bystander.request("ping"))["result"] == {}  # the others are served
+            release.set()
+            received = b""
+            with trio.fail_after(20):
+                while received.count(b'"text":"done"') < calls:
+                    received += await stream.receive_some(1 << 16)
+        assert len(started) == calls
+
+
+async def test_a_client_gone_while_its_reading_waits_has_its_calls_cancelled(
+        nvim_address, tmp_path):
+    from claude_nvim.server import MAX_IN_FLIGHT
+    cancelled = []
+
+    async def wait(ctx, args):
+        try:
+            await trio.sleep_forever()
+        finally:
+            cancelled.append(args)
+
+    tools = {"wait": Tool("wait", {"type": "object"}, wait, description="Waits.", exposure=BOTH)}
+    async with running_app(nvim_address, tools=tools, lock_directory=tmp_path / "ide") as app:
+        stream = await raw_upgrade(app.port, app.token)
+        await stream.send_all(b"".join(masked_frame(0x1, json.dumps(
+            {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": "wait"}})
+            .encode()) for n in range(MAX_IN_FLIGHT)))  # the server reads no more for now
+        await trio.sleep(0.3)
+        await stream.aclose()
+        with trio.fail_after(5):
+            while len(cancelled) < MAX_IN_FLIGHT:
+                await trio.sleep(0.05)

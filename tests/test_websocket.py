@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import os
+import re
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 import trio
@@ -14,6 +19,8 @@ from claude_nvim.websocket import (
     BINARY,
     CLOSE,
     CONTINUATION,
+    FRAMES_PER_FEED,
+    MAX_FRAGMENTS,
     PING,
     PONG,
     TEXT,
@@ -44,6 +51,14 @@ def client_frame(opcode: int, payload: bytes, *, fin: bool = True, mask: bytes |
         return head + payload
     mask = mask or os.urandom(4)
     return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+def feed_all(reader: FrameReader, data: bytes) -> list:
+    """Everything ``data`` completes, over as many batches as it takes."""
+    events = reader.feed(data)
+    while reader.more:
+        events += reader.feed(b"")
+    return events
 
 
 def test_a_text_message_in_one_frame():
@@ -88,6 +103,37 @@ def test_the_limit_covers_all_fragments():
     events = reader.feed(client_frame(TEXT, b"x" * 6, fin=False)
                          + client_frame(CONTINUATION, b"y" * 6))
     assert [type(e) for e in events] == [Failure] and events[0].code == 1009
+
+
+def test_a_message_in_progress_costs_its_payload_not_its_fragment_count():
+    import tracemalloc
+    reader = FrameReader(2**20)
+    fragments = client_frame(TEXT, b"ab", fin=False) \
+        + client_frame(CONTINUATION, b"cd", fin=False) * (MAX_FRAGMENTS - 2)
+    tracemalloc.start()
+    try:
+        assert feed_all(reader, fragments) == []
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    payload = 2 * (MAX_FRAGMENTS - 1)  # 32 KiB; a list of parts held over 800 KiB
+    assert held < 2 * payload
+    assert reader.feed(client_frame(CONTINUATION, b"!")) == [
+        Message("ab" + "cd" * (MAX_FRAGMENTS - 2) + "!")]
+
+
+def test_a_message_in_too_many_fragments_fails_1009():
+    reader = FrameReader(2**20)
+    events = feed_all(reader, client_frame(TEXT, b"", fin=False)
+                      + client_frame(CONTINUATION, b"", fin=False) * MAX_FRAGMENTS)
+    assert events == [Failure(1009, f"message in over {MAX_FRAGMENTS} fragments")]
+
+
+def test_a_flood_of_small_frames_is_parsed_a_batch_at_a_time():
+    reader = FrameReader(100)
+    events = reader.feed(client_frame(PING, b"") * (FRAMES_PER_FEED + 10))
+    assert len(events) == FRAMES_PER_FEED and reader.more
+    assert len(reader.feed(b"")) == 10 and not reader.more
 
 
 def test_invalid_utf8_fails_1007():
@@ -188,10 +234,26 @@ async def test_the_upgrade_answer(port):
     (upgrade(key=b"short"), b"400"),
     (upgrade(b"Bad header line"), b"400"),
     (upgrade(b"X-Big: " + b"y" * 20000), b"431"),
+    # What a strict HTTP/1.1 parser (h11) refuses, and so do we:
+    (upgrade().replace(b"Host: 127.0.0.1\r\n", b""), b"400"),
+    (upgrade(b"Host: other"), b"400"),
+    (upgrade(b"X Name: y"), b"400"),
+    (upgrade(b"X-Na\x01me: y"), b"400"),
+    (upgrade(b"X-N\xe4me: y"), b"400"),
+    (upgrade(b"X-Name: a\x00b"), b"400"),
+    (upgrade(b"X-Name: a\rb"), b"400"),
+    (upgrade().replace(b"HTTP/1.1", b"HTTP/1.0"), b"400"),
 ])
 async def test_bad_upgrades_get_an_http_error(port, request_bytes, status):
     response = await http(port, request_bytes)
     assert response.split(b" ")[1] == status, response[:200]
+
+
+@pytest.mark.parametrize("body_header", [b"Content-Length: 6", b"Transfer-Encoding: chunked"])
+async def test_an_upgrade_with_a_body_is_refused_not_read_as_frames(port, body_header):
+    # Else the body would be taken for the client's first frames.
+    response = await http(port, upgrade(body_header) + client_frame(TEXT, b"x"))
+    assert response.startswith(b"HTTP/1.1 400 "), response[:200]
 
 
 async def test_messages_and_frames_sent_right_after_the_upgrade(port):
@@ -260,3 +322,103 @@ async def test_a_stall_deadline_that_passed_while_idle_drops_nobody(nursery):
             chunk = await stream.receive_some(4096)
             assert chunk, "dropped"
             received += chunk
+
+
+async def test_pings_not_read_get_one_pong_not_one_each(nursery):
+    """A client that pings and does not read cannot make the server queue pongs."""
+    stream = await answered_once(nursery, lambda ws: ws.send("x" * (16 << 20)), stall_timeout=10)
+    await trio.sleep(0.2)  # 16 MiB on its way: the socket buffers are full, the writer waits
+    pings = 20000
+    for n in range(pings):
+        await stream.send_all(client_frame(PING, n.to_bytes(4, "big"), mask=b"abcd"))
+    await trio.sleep(0.2)
+    received = bytearray()
+    with trio.fail_after(10):
+        while not received.endswith(frame(PONG, (pings - 1).to_bytes(4, "big"))):
+            received += await stream.receive_some(1 << 20)
+    pongs = received[16 << 20:].count(b"\x8a\x04")
+    assert 1 <= pongs < 100, pongs  # each pong written answers all pings before it
+
+
+# Open files: a server process with a low limit ---------------------------------------------
+
+SERVER = """
+import logging, sys, trio
+from claude_nvim.websocket import serve
+logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+
+async def handler(request):
+    ws = await request.accept()
+    await ws.serve(lambda message: None)
+
+async def main():
+    async with trio.open_nursery() as nursery:
+        port = await nursery.start(lambda task_status: serve(
+            handler, 0, max_message_size=1024, handshake_timeout=30, stall_timeout=5,
+            task_status=task_status))
+        print(port, flush=True)
+
+trio.run(main)
+"""
+
+
+@contextlib.contextmanager
+def limited_server(tmp_path, soft: int, hard: int):
+    """A WebSocket server process with RLIMIT_NOFILE (soft, hard); its pid, port and log."""
+    import resource
+    log = tmp_path / "server.log"
+    with open(log, "wb") as errors:
+        process = subprocess.Popen(
+            [sys.executable, "-c", SERVER], stdout=subprocess.PIPE, stderr=errors,
+            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard)))
+    try:
+        port = int(process.stdout.readline())
+        yield process.pid, port, log
+    finally:
+        process.kill()
+        process.wait()
+
+
+async def handshake_time(port: int) -> float:
+    start = time.perf_counter()
+    with trio.fail_after(5):
+        stream = await trio.open_tcp_stream("127.0.0.1", port)
+        await stream.send_all(upgrade())
+        assert (await stream.receive_some(4096)).startswith(b"HTTP/1.1 101 ")
+    await stream.aclose()
+    return time.perf_counter() - start
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/limits"), reason="Linux /proc")
+async def test_the_open_file_limit_is_raised_to_the_hard_one(tmp_path):
+    with limited_server(tmp_path, 256, 1024) as (pid, _, _):
+        limits = Path(f"/proc/{pid}/limits").read_text()
+        assert re.search(r"Max open files\s+1024\s+1024", limits), limits
+
+
+async def test_idle_connections_cannot_keep_a_client_out(tmp_path):
+    # 200 connections that send nothing, with 128 open files: the oldest unfinished
+    # handshakes are dropped, so a client that sends its request is served at once.
+    with limited_server(tmp_path, 128, 128) as (_, port, _):
+        idle = [await trio.open_tcp_stream("127.0.0.1", port) for _ in range(200)]
+        assert await handshake_time(port) < 3
+        for stream in idle:
+            await stream.aclose()
+
+
+async def test_out_of_open_files_is_logged_once_and_the_server_recovers(tmp_path):
+    with limited_server(tmp_path, 64, 64) as (_, port, log):
+        clients = []
+        for _ in range(80):  # upgraded connections, held open: more than 64 files
+            clients.append(await trio.open_tcp_stream("127.0.0.1", port))
+            await clients[-1].send_all(upgrade())
+        await trio.sleep(1.5)  # accept fails ten times a second meanwhile
+        for stream in clients:
+            await stream.aclose()
+        with trio.fail_after(10):
+            while "accepting connections again" not in log.read_text():
+                await trio.sleep(0.05)
+        assert await handshake_time(port) < 3
+        text = log.read_text()
+        assert text.count("cannot accept connections") == 1, text[-2000:]
+        assert "Traceback" not in text

@@ -1,8 +1,8 @@
 """The server side of RFC 6455 WebSocket on trio: as much of it as the IDE protocol needs.
 
 Two layers, as in h11 and wsproto: :class:`FrameReader` and :func:`frame` turn bytes into
-events and back without I/O (tested alone); :class:`Connection` runs one client on a trio
-stream.
+events and back without I/O (tested alone), as :mod:`.handshake` does for the upgrade request;
+:class:`Connection` runs one client on a trio stream.
 
 Why not trio-websocket on this side (the ``claude-nvim mcp`` relay and the tests still use it
 as a client): a tool call is a few hundred bytes each way, and on a Neovim round trip of about
@@ -15,26 +15,38 @@ together leave in one write.
 What a client gets (docs/protocol.md §5.3): text messages up to ``max_message_size`` bytes, else
 close 1009 before the rest is buffered; invalid UTF-8 closes 1007, a broken frame 1002, always
 with a close frame sent first. Binary messages are passed on (the MCP layer refuses them).
+
+What no client (with the token or without) can do: make the server hold more than a message
+in progress (its payload, in at most ``MAX_FRAGMENTS`` fragments), one pending pong and the
+send backlog per connection; keep more than ``MAX_UNFINISHED`` connections in the handshake
+(the oldest is dropped); or make the read loop run ahead of its handler (``on_message`` says
+when to wait).
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import hashlib
+import errno
 import logging
 import os
+import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import trio
 
+from .handshake import Handshake, Refusal, accept_response, http_error
+
 log = logging.getLogger(__name__)
 
 CONTINUATION, TEXT, BINARY, CLOSE, PING, PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
-ACCEPT_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-MAX_REQUEST_BYTES = 16 * 1024
-"""The HTTP upgrade request, headers included."""
+MAX_FRAGMENTS = 1 << 14
+"""Frames one message may come in (64 MiB in fragments of 4 KiB)."""
+FRAMES_PER_FEED = 256
+"""Frames parsed per :meth:`FrameReader.feed`; the rest waits in its buffer. A read of 256 KiB
+of empty pings is 43,690 frames: parsed in one go, they held the whole server for 0.5 s."""
+MAX_UNFINISHED = 256
+"""Connections that may be in the opening handshake at once (fewer with few open files)."""
 RECEIVE_BYTES = 256 * 1024
 WRITE_CHUNK = 256 * 1024
 """A peer must take this much within the stall timeout, or it is dropped."""
@@ -135,15 +147,21 @@ def _unmask(data: bytearray, mask: bytes) -> bytes | bytearray:
 
 class FrameReader:
     """Client frames in, events out: messages (reassembled, text decoded), control frames,
-    and at most one :class:`Failure`, after which it takes no more input."""
+    and at most one :class:`Failure`, after which it takes no more input.
+
+    Each :meth:`feed` parses ``FRAMES_PER_FEED`` frames at most; ``more`` says whether some
+    may be left (``feed(b"")`` takes them)."""
 
     def __init__(self, max_message_size: int) -> None:
         self.max_message_size = max_message_size
         self._buffer = bytearray()
-        self._parts: list[bytes | bytearray] = []
-        self._size = 0
-        self._opcode: int | None = None  # of the fragmented message in progress
+        # The fragmented message in progress: its payload so far in one buffer (a list of
+        # parts cost tens of bytes per fragment, however small), their count and opcode.
+        self._parts: bytearray | None = None
+        self._fragments = 0
+        self._opcode: int | None = None
         self.failed = False
+        self.more = False
 
     def feed(self, data: bytes) -> list[Event]:
         if self.failed:
@@ -151,7 +169,12 @@ class FrameReader:
         buffer = self._buffer
         buffer += data
         events: list[Event] = []
+        frames, self.more = 0, False
         while len(buffer) >= 2:
+            if frames == FRAMES_PER_FEED:
+                self.more = True
+                return events
+            frames += 1
             first, second = buffer[0], buffer[1]
             length, at = second & 0x7F, 2
             if length == 126:
@@ -199,7 +222,12 @@ class FrameReader:
         if (opcode == CONTINUATION) != (self._opcode is not None):
             return Failure(1002, "unexpected continuation frame" if opcode == CONTINUATION
                            else "a new message inside a fragmented one")
-        if self._size + length > self.max_message_size:
+        if self._parts is not None:
+            if len(self._parts) + length > self.max_message_size:
+                return Failure(1009, f"message over {self.max_message_size} bytes")
+            if self._fragments >= MAX_FRAGMENTS:
+                return Failure(1009, f"message in over {MAX_FRAGMENTS} fragments")
+        elif length > self.max_message_size:
             return Failure(1009, f"message over {self.max_message_size} bytes")
         return None
 
@@ -209,16 +237,17 @@ class FrameReader:
             return Control(opcode, bytes(payload))
         if opcode != CONTINUATION:
             self._opcode = opcode
-        if not first & 0x80:
-            self._parts.append(payload)
-            self._size += len(payload)
+        if self._parts is not None:
+            self._parts += payload
+            self._fragments += 1
+            if not first & 0x80:
+                return None
+            payload, self._parts = self._parts, None
+        elif not first & 0x80:
+            self._parts, self._fragments = bytearray(payload), 1
             return None
-        if self._parts:
-            self._parts.append(payload)
-            payload = b"".join(self._parts)
-            self._parts.clear()
         binary = self._opcode == BINARY
-        self._opcode, self._size = None, 0
+        self._opcode = None
         if binary:
             return Message(bytes(payload))
         try:
@@ -248,79 +277,34 @@ class Request:
 
     async def accept(self, *, subprotocol: str | None = None) -> Connection:
         self._answered = True
-        accept = base64.b64encode(hashlib.sha1(self._key + ACCEPT_GUID).digest())
-        lines = [b"HTTP/1.1 101 Switching Protocols", b"Upgrade: websocket",
-                 b"Connection: Upgrade", b"Sec-WebSocket-Accept: " + accept]
-        if subprotocol is not None:
-            lines.append(b"Sec-WebSocket-Protocol: " + subprotocol.encode())
-        await self._stream.send_all(b"\r\n".join(lines) + b"\r\n\r\n")
+        await self._stream.send_all(accept_response(self._key, subprotocol))
         return Connection(self._stream, subprotocol, self._server, self._leftover)
 
     async def reject(self, status: int, *, body: bytes = b"",
                      headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:
         self._answered = True
-        await _send_http_error(self._stream, status, body, headers)
+        await _send_http_error(self._stream, http_error(status, body, headers))
 
 
-_REASONS = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 426: "Upgrade Required",
-            431: "Request Header Fields Too Large", 500: "Internal Server Error"}
-
-
-async def _send_http_error(stream: trio.SocketStream, status: int, body: bytes,
-                           headers: tuple[tuple[bytes, bytes], ...] = ()) -> None:
-    head = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}".encode(),
-            b"Content-Type: text/plain; charset=utf-8",
-            b"Content-Length: " + str(len(body)).encode(), b"Connection: close",
-            *(name + b": " + value for name, value in headers)]
+async def _send_http_error(stream: trio.SocketStream, response: bytes) -> None:
     with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-        await stream.send_all(b"\r\n".join(head) + b"\r\n\r\n" + body)
+        await stream.send_all(response)
 
 
 async def _read_request(stream: trio.SocketStream, server: Server) -> Request | None:
     """Read and check the upgrade request; answers a bad one itself (and returns ``None``)."""
-    data = b""
-    while b"\r\n\r\n" not in data and len(data) <= MAX_REQUEST_BYTES:
+    handshake = Handshake()
+    while True:
         chunk = await stream.receive_some(4096)
         if not chunk:
             return None
-        data += chunk
-    head, _, leftover = data.partition(b"\r\n\r\n")
-    if len(head) > MAX_REQUEST_BYTES:
-        await _send_http_error(stream, 431, b"Request header fields too large")
-        return None
-    request_line, *lines = head.split(b"\r\n")
-    parts = request_line.split(b" ")
-    headers: list[tuple[bytes, bytes]] = []
-    for line in lines:
-        name, colon, value = line.partition(b":")
-        if not colon or not name or name != name.strip():
-            await _send_http_error(stream, 400, b"Malformed header line")
+        request = handshake.receive(chunk)
+        if isinstance(request, Refusal):
+            await _send_http_error(stream, request.response())
             return None
-        headers.append((name.lower(), value.strip(b" \t")))
-
-    def values(name: bytes) -> list[bytes]:
-        return [token.strip().lower() for n, v in headers if n == name for token in v.split(b",")]
-
-    if len(parts) != 3 or parts[0] != b"GET" or parts[2] != b"HTTP/1.1" \
-            or b"websocket" not in values(b"upgrade") or b"upgrade" not in values(b"connection"):
-        await _send_http_error(stream, 400, b"A WebSocket upgrade request was expected")
-        return None
-    if values(b"sec-websocket-version") != [b"13"]:
-        await _send_http_error(stream, 426, b"WebSocket version 13 only",
-                               ((b"Sec-WebSocket-Version", b"13"),))
-        return None
-    keys = [v for n, v in headers if n == b"sec-websocket-key"]
-    try:
-        valid_key = len(keys) == 1 and len(base64.b64decode(keys[0], validate=True)) == 16
-    except ValueError:
-        valid_key = False
-    if not valid_key:
-        await _send_http_error(stream, 400, b"Missing or invalid Sec-WebSocket-Key")
-        return None
-    subprotocols = [p.decode("latin-1") for n, v in headers if n == b"sec-websocket-protocol"
-                    for p in (t.strip() for t in v.split(b",")) if p]
-    return Request(parts[1].decode("latin-1"), headers, subprotocols, keys[0], stream, leftover,
-                   server)
+        if request is not None:
+            return Request(request.path, request.headers, request.subprotocols, request.key,
+                           stream, request.leftover, server)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -346,6 +330,8 @@ class Connection:
         self._wake_writer = trio.Event()
         self._written = trio.Event()  # set, and replaced, after each write
         self._pongs: dict[bytes, trio.Event] = {}
+        self._pong_at: int | None = None  # where in _outgoing a pong waits to be written
+        self._room_wait: trio.CancelScope | None = None  # the read loop waits for its handler
         self._closing = False  # our close frame is queued: nothing more may be sent
         self._writing = False
         self._finished = trio.Event()
@@ -398,10 +384,13 @@ class Connection:
         self._written.set()  # senders waiting for room learn it is over
         for pong in self._pongs.values():
             pong.set()
+        if self._room_wait is not None:
+            self._room_wait.cancel()
 
-    async def serve(self, on_message: Callable[[str | bytes], None]) -> None:
+    async def serve(self, on_message: OnMessage) -> None:
         """Read messages until the connection is over, calling ``on_message`` for each one
-        (from this task: start a task there for anything that waits)."""
+        (from this task: start a task there for anything that waits). When it returns an
+        event, nothing more is read until that event is set: backpressure."""
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._write_loop)
@@ -416,14 +405,23 @@ class Connection:
             with trio.CancelScope(shield=True):
                 await self.stream.aclose()
 
-    async def _read_loop(self, on_message: Callable[[str | bytes], None]) -> None:
+    async def _read_loop(self, on_message: OnMessage) -> None:
         data, self._received = self._received, b""
         while True:
-            ended = self._take(data, on_message)
+            events = self._reader.feed(data)
+            events.reverse()  # taken from the end: a handled message is held by nobody
+            while isinstance(ended := self._take(events, on_message), trio.Event):
+                await self._wait_for_room(ended)
+                if self.closed is not None:
+                    return
             if isinstance(ended, Failure):
                 await self._fail(ended)
             if ended:
                 return
+            if self._reader.more:  # a flood of small frames: let other tasks run in between
+                data = b""
+                await trio.lowlevel.checkpoint()
+                continue
             try:
                 data = await self._socket.recv(RECEIVE_BYTES)
             except (OSError, trio.ClosedResourceError):
@@ -432,15 +430,39 @@ class Connection:
                 self._end(CloseReason(1006, "the connection was dropped"))
                 return
 
-    def _take(self, data: bytes, on_message: Callable[[str | bytes], None]) -> bool | Failure:
-        """Handle what ``data`` completes; ``True`` or a failure when the connection is over.
+    async def _wait_for_room(self, room: trio.Event) -> None:
+        """Wait until ``room`` is set or the connection ends. A peer that closes while its
+        calls wait (all blocked, say) is noticed too, unless bytes it sent are still unread:
+        those are read, up to its end, once there is room."""
+        with trio.CancelScope() as self._room_wait:  # _end cancels it
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._notice_eof)
+                await room.wait()
+                nursery.cancel_scope.cancel()
+        self._room_wait = None
+
+    async def _notice_eof(self) -> None:
+        try:
+            await trio.lowlevel.wait_readable(self._socket)
+            if await self._socket.recv(1, socket.MSG_PEEK):
+                await trio.sleep_forever()  # unread bytes: the end comes after them
+        except (OSError, trio.ClosedResourceError):
+            pass
+        self._end(CloseReason(1006, "the connection was dropped"))
+
+    def _take(self, events: list[Event], on_message: OnMessage) -> bool | Failure | trio.Event:
+        """Handle ``events`` (taken from the end); ``True`` or a failure when the connection is
+        over, the handler's event when it has no room for more.
 
         Its own function so that nothing holds the last message afterwards: freeing megabytes
         takes a millisecond or more, which the next message would otherwise wait.
         """
-        for event in self._reader.feed(data):
+        while events:
+            event = events.pop()
             if isinstance(event, Message):
-                on_message(event.data)
+                room = on_message(event.data)
+                if room is not None:
+                    return room
             elif isinstance(event, Control):
                 if self._control(event):
                     return True
@@ -451,8 +473,8 @@ class Connection:
     def _control(self, event: Control) -> bool:
         """Handle a control frame; ``True`` when the connection is over."""
         if event.opcode == PING:
-            if not self._closing:
-                self._queue(frame(PONG, event.payload))
+            if not self._closing and self.closed is None:
+                self._pong(event.payload)
         elif event.opcode == PONG:
             pong = self._pongs.get(event.payload)
             if pong is not None:
@@ -469,6 +491,18 @@ class Connection:
             self._end(reason)
             return True
         return False
+
+    def _pong(self, payload: bytes) -> None:
+        """Queue a pong, or replace the one still queued: one pong answers every ping not
+        answered yet (RFC 6455 5.5.3), so a client that pings and does not read makes us
+        hold one, not gigabytes."""
+        pong = frame(PONG, payload)
+        if self._pong_at is None:
+            self._pong_at = len(self._outgoing)
+            self._queue(pong)
+        else:
+            self._queued += len(pong) - len(self._outgoing[self._pong_at])
+            self._outgoing[self._pong_at] = pong
 
     def _fail_now(self, failure: Failure) -> None:
         log.info("closing a connection: %d %s", failure.code, failure.reason)
@@ -513,6 +547,7 @@ class Connection:
                     data = b"".join(self._outgoing) if len(self._outgoing) > 1 \
                         else self._outgoing[0]
                     self._outgoing.clear()
+                    self._pong_at = None
                     view = memoryview(data)
                     try:
                         for start in range(0, len(data), WRITE_CHUNK):
@@ -550,6 +585,9 @@ async def send_all(socket: trio.socket.SocketType, data: memoryview | bytes) -> 
 
 
 Handler = Callable[[Request], Awaitable[None]]
+OnMessage = Callable[[str | bytes], trio.Event | None]
+"""Takes a message; returns ``None``, or an event to wait for before the next one is read."""
+_NO_ROOM_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 
 
 @dataclass
@@ -560,13 +598,26 @@ class Server:
     """Seconds a client has to send its upgrade request (slow or silent ones are dropped)."""
     stall_timeout: float
     """Seconds a client may take no bytes of what we send before it is dropped."""
+    max_unfinished: int = MAX_UNFINISHED
+    _unfinished: dict[trio.CancelScope, None] = field(default_factory=dict, repr=False)
+    """The handshakes under way, oldest first."""
 
     async def handle(self, stream: trio.SocketStream) -> None:
         # Whatever one connection does, the server and the other connections go on.
         try:
             request = None
-            with trio.move_on_after(self.handshake_timeout):
-                request = await _read_request(stream, self)
+            with trio.move_on_after(self.handshake_timeout) as handshake:
+                self._unfinished[handshake] = None
+                if len(self._unfinished) > self.max_unfinished:
+                    # Drop the oldest: a claude sends its request at once, so it is never the
+                    # oldest for long; idle connections piling up are.
+                    oldest = next(iter(self._unfinished))
+                    del self._unfinished[oldest]
+                    oldest.cancel()
+                try:
+                    request = await _read_request(stream, self)
+                finally:
+                    self._unfinished.pop(handshake, None)
             if request is not None:  # else: a bad, slow or silent client, answered if at all
                 await self.handler(request)
                 if not request._answered:
@@ -584,9 +635,52 @@ async def serve(handler: Handler, port: int, *, max_message_size: int, handshake
                 stall_timeout: float,
                 task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
     """Serve WebSockets on 127.0.0.1 only; ``started`` with the port."""
-    server = Server(handler, max_message_size, handshake_timeout, stall_timeout)
+    open_files = raise_open_file_limit()
+    # A quarter of the open files at most for handshakes: the rest stays for real clients.
+    server = Server(handler, max_message_size, handshake_timeout, stall_timeout,
+                    max(8, min(MAX_UNFINISHED, open_files // 4)))
     listeners = await trio.open_tcp_listeners(port, host="127.0.0.1")
     bound: int = listeners[0].socket.getsockname()[1]
     async with trio.open_nursery() as nursery:
-        await nursery.start(trio.serve_listeners, server.handle, listeners)
+        for listener in listeners:
+            nursery.start_soon(_accept, listener, server.handle, nursery)
         task_status.started(bound)
+
+
+async def _accept(listener: trio.SocketListener,
+                  handle: Callable[[trio.SocketStream], Awaitable[None]],
+                  nursery: trio.Nursery) -> None:
+    """Accept connections; out of file descriptors, retry, saying so once (not per retry)."""
+    refused = False
+    async with listener:
+        while True:
+            try:
+                stream = await listener.accept()
+            except OSError as exc:
+                if exc.errno not in _NO_ROOM_ERRNOS:
+                    raise
+                if not refused:
+                    log.error("cannot accept connections (%s); retrying until some close",
+                              os.strerror(exc.errno or 0))
+                    refused = True
+                await trio.sleep(0.1)
+                continue
+            if refused:
+                log.warning("accepting connections again")
+                refused = False
+            nursery.start_soon(handle, stream)
+
+
+def raise_open_file_limit() -> int:
+    """Raise the soft limit on open files to the hard one (the common 1,024 is soon reached
+    by idle connections); the soft limit now."""
+    try:
+        import resource
+    except ImportError:  # Windows: no such limit on sockets
+        return 1 << 16
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        with contextlib.suppress(ValueError, OSError):  # macOS refuses an unlimited hard one
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+    return soft if soft != resource.RLIM_INFINITY else 1 << 20

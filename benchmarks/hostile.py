@@ -1,0 +1,274 @@
+"""What a hostile or buggy client costs the server (issue 11): time frozen and memory grown.
+
+    .venv/bin/python benchmarks/hostile.py [--only pipeline,pongs,tiny,fragments,idle]
+
+Each scenario runs against a fresh ``claude-nvim serve`` process (as bench.py starts it) on a
+fresh headless Neovim, over loopback:
+
+* **pipeline**: one client with the token sends ``--calls`` getWorkspaceFolders calls in one
+  go (for ``--hold`` seconds at most: the server may stop taking them), reads no answer, and
+  closes the connection.
+* **pongs**: one client sends pings as fast as it can for ``--hold`` seconds and reads none
+  of the pongs.
+* **tiny**: the same with empty pings (6 bytes each).
+* **fragments**: one client sends a text message in ``--fragments`` two-byte fragments and
+  never finishes it.
+* **idle**: the server runs with RLIMIT_NOFILE 1,024 (soft and hard); a local process opens
+  ``--idle`` TCP connections and sends nothing; then a legitimate client connects.
+
+Meanwhile a bystander client sends a ``ping`` request every 10 ms: its longest wait is the
+time the server was frozen for everyone. "grown" is the server's peak RSS (VmHWM, reset
+before the scenario) minus its RSS before. After the attack (the hostile client closed), "server
+busy after it" is the time until the server's CPU stays under 20 % for a second (at most
+``--limit`` seconds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import trio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench import ProcWatch, server_command, wait_for_lock
+from wsclient import CONTINUATION, PING, TEXT, WebSocket, connect, frame
+
+from claude_nvim.headless import headless_nvim
+
+AUTH = "x-claude-code-ide-authorization"
+
+
+class Bystander:
+    """Pings the server every 10 ms; ``worst`` is the longest wait for an answer."""
+
+    def __init__(self, ws: WebSocket) -> None:
+        self.ws = ws
+        self.worst = 0.0
+        self.sent = 0.0
+        self._answered = trio.Event()
+
+    async def run(self) -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._read)
+            n = 0
+            while True:
+                n += 1
+                self._answered = trio.Event()
+                self.sent = time.perf_counter()
+                await self.ws.send_message(json.dumps({"jsonrpc": "2.0", "id": n,
+                                                       "method": "ping"}))
+                await self._answered.wait()
+                self.worst = max(self.worst, time.perf_counter() - self.sent)
+                await trio.sleep(0.01)
+
+    def waiting(self) -> float:
+        """Also counts a wait still going on."""
+        return 0.0 if self._answered.is_set() else time.perf_counter() - self.sent
+
+    async def _read(self) -> None:
+        async for _ in self.ws.messages():
+            self._answered.set()
+
+
+@contextlib.asynccontextmanager
+async def server(nofile: int | None = None) -> AsyncIterator[tuple[ProcWatch, int, str, Path]]:
+    with tempfile.TemporaryDirectory(prefix="claude-nvim-hostile-") as tmp, \
+            headless_nvim(cwd=tmp) as (address, _):
+        config = Path(tmp) / "config"
+        config.mkdir()
+        log_path = Path(tmp) / "server.log"
+        env = {**os.environ, "CLAUDE_CONFIG_DIR": str(config)}
+        env.pop("NVIM", None)
+
+        def limit() -> None:
+            if nofile is not None:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
+        with open(log_path, "wb") as log_file:
+            process = subprocess.Popen(server_command(address), cwd=tmp, env=env,
+                                       stdin=subprocess.DEVNULL, stdout=log_file,
+                                       stderr=subprocess.STDOUT, preexec_fn=limit)
+        try:
+            port, token = await wait_for_lock(config, process, log_path)
+            yield ProcWatch(process.pid), port, token, log_path
+        finally:
+            process.terminate()
+            process.wait(10)
+
+
+async def quiet(watch: ProcWatch, limit: float) -> float:
+    """Wait until the server's CPU has been idle for a second; the time it took."""
+    start = time.perf_counter()
+    last, still = watch.cpu(), 0
+    while time.perf_counter() - start < limit:
+        await trio.sleep(0.1)
+        now = watch.cpu()
+        still = still + 1 if now - last < 0.02 else 0  # under 20 %: the bystander's own cost
+        last = now
+        if still >= 10:
+            return time.perf_counter() - start - 1.0
+    return time.perf_counter() - start
+
+
+async def attack(args: argparse.Namespace, name: str,
+                 hostile: Callable[[int, str], Any]) -> dict[str, float]:
+    async with server() as (watch, port, token, _):
+        ws = await connect(port, headers=[(AUTH, token)])
+        bystander = Bystander(ws)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(bystander.run)
+            await trio.sleep(0.5)
+            before = watch.rss_mb()
+            watch.reset_peak()
+            bystander.worst = 0.0
+            start = time.perf_counter()
+            figures = dict(await hostile(port, token))
+            figures["attack s"] = time.perf_counter() - start
+            figures["server busy after it s"] = await quiet(watch, args.limit)
+            await trio.sleep(0.2)
+            figures["bystander worst wait ms"] = 1000 * max(bystander.worst, bystander.waiting())
+            figures["server grown MB"] = watch.peak_mb() - before
+            nursery.cancel_scope.cancel()
+    return figures
+
+
+async def raw_upgraded(port: int, token: str) -> trio.SocketStream:
+    ws = await connect(port, headers=[(AUTH, token)])
+    return ws.stream
+
+
+async def send_for(stream: trio.SocketStream, data: bytes, seconds: float) -> float:
+    """Send ``data`` for at most ``seconds``; the fraction sent."""
+    view, sent = memoryview(data), 0
+    with trio.move_on_after(seconds), contextlib.suppress(trio.BrokenResourceError):
+        while sent < len(data):
+            await stream.send_all(view[sent:sent + 65536])
+            sent += min(65536, len(data) - sent)
+    return sent / len(data)
+
+
+def pipeline(args: argparse.Namespace) -> Callable[[int, str], Any]:
+    blob = b"".join(frame(TEXT, json.dumps(
+        {"jsonrpc": "2.0", "id": i, "method": "tools/call",
+         "params": {"name": "getWorkspaceFolders", "arguments": {}}}).encode())
+        for i in range(args.calls))
+
+    async def run(port: int, token: str) -> dict[str, float]:
+        stream = await raw_upgraded(port, token)
+        taken = await send_for(stream, blob, args.hold)
+        await stream.aclose()
+        return {"calls taken by the server %": 100 * taken}
+    return run
+
+
+def pongs(args: argparse.Namespace) -> Callable[[int, str], Any]:
+    blob = b"".join(frame(PING, b"p" * 125) for _ in range(10000))
+
+    async def run(port: int, token: str) -> dict[str, float]:
+        stream = await raw_upgraded(port, token)
+        sent = 0
+        with trio.move_on_after(args.hold):
+            while True:
+                await stream.send_all(blob)
+                sent += 10000
+        await stream.aclose()
+        return {"pings sent": sent}
+    return run
+
+
+def tiny(args: argparse.Namespace) -> Callable[[int, str], Any]:
+    blob = frame(PING, b"") * 100000
+
+    async def run(port: int, token: str) -> dict[str, float]:
+        stream = await raw_upgraded(port, token)
+        sent = 0
+        with trio.move_on_after(args.hold), contextlib.suppress(trio.BrokenResourceError):
+            while True:
+                await stream.send_all(blob)
+                sent += 100000
+        await stream.aclose()
+        return {"pings sent": sent}
+    return run
+
+
+def fragments(args: argparse.Namespace) -> Callable[[int, str], Any]:
+    one = frame(CONTINUATION, b"xy")
+    one = bytes([one[0] & 0x7F]) + one[1:]  # not final
+    first = frame(TEXT, b"xy")
+    blob = bytes([first[0] & 0x7F]) + first[1:] + one * args.fragments
+
+    async def run(port: int, token: str) -> dict[str, float]:
+        stream = await raw_upgraded(port, token)
+        taken = await send_for(stream, blob, args.limit)
+        closed = b""
+        with trio.move_on_after(1):
+            with contextlib.suppress(trio.BrokenResourceError):
+                closed = await stream.receive_some(4096)
+        await stream.aclose()
+        code = int.from_bytes(closed[2:4], "big") if closed[:1] == b"\x88" else 0
+        return {"fragments taken %": 100 * taken, "close code": code}
+    return run
+
+
+async def idle(args: argparse.Namespace) -> dict[str, float]:
+    async with server(nofile=1024) as (watch, port, token, log_path):
+        before = watch.rss_mb()
+        watch.reset_peak()
+        streams = []
+        for _ in range(args.idle):
+            streams.append(await trio.open_tcp_stream("127.0.0.1", port))
+        await trio.sleep(0.5)
+        start = time.perf_counter()
+        connected = float("nan")
+        with trio.move_on_after(args.limit):
+            ws = await connect(port, headers=[(AUTH, token)])
+            await ws.send_message('{"jsonrpc":"2.0","id":1,"method":"ping"}')
+            async for _ in ws.messages():
+                connected = time.perf_counter() - start
+                break
+            await ws.aclose()
+        for stream in streams:
+            await stream.aclose()
+        await trio.sleep(0.5)
+        text = log_path.read_text(errors="replace")
+        return {"legitimate handshake + ping s": connected,
+                "server grown MB": watch.peak_mb() - before,
+                "log lines about accept": sum("accept" in line for line in text.splitlines()),
+                "tracebacks logged": text.count("Traceback")}
+
+
+async def main(args: argparse.Namespace) -> None:
+    results: dict[str, dict[str, float]] = {}
+    for name in args.only.split(","):
+        print(f"-- {name}", flush=True)
+        if name == "idle":
+            results[name] = await idle(args)
+        else:
+            results[name] = await attack(args, name, globals()[name](args))
+        for what, value in results[name].items():
+            print(f"   {what:34} {value:,.1f}", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="pipeline,pongs,tiny,fragments,idle")
+    parser.add_argument("--calls", type=int, default=30000)
+    parser.add_argument("--hold", type=float, default=5.0)
+    parser.add_argument("--fragments", type=int, default=4_000_000)
+    parser.add_argument("--idle", type=int, default=2000)
+    parser.add_argument("--limit", type=float, default=120.0)
+    parser.add_argument("--json")
+    trio.run(main, parser.parse_args())
