@@ -155,7 +155,8 @@ async def test_stale_lock_of_a_crashed_server_is_removed(nvim_address, nvim, tmp
 
 async def test_a_challenge_gets_a_proof_of_the_token_never_the_token(app):
     stream = await trio.open_tcp_stream("127.0.0.1", app.port)
-    await stream.send_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+    await stream.send_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                          b"Upgrade: websocket\r\nConnection: Upgrade\r\n"
                           b"Sec-WebSocket-Version: 13\r\n"
                           b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
                           b"X-Claude-Nvim-Challenge: abc\r\n\r\n")
