@@ -2,30 +2,20 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from claude_nvim.testing import mcp_client
+from claude_nvim.testing import McpClient, mcp_client
 from claude_nvim.tools import get_buffer_text, get_quickfix_list
 
 
 @pytest.fixture
-async def model(app):
-    async with mcp_client(app.port, app.token, path="/mcp") as connected:
-        yield connected
+def model(model_client):
+    """A client of the model endpoint (claude_nvim.testing's model_client)."""
+    return model_client
 
 
-async def call(client, name, arguments):
-    result = await client.call_tool(name, arguments)
-    assert not result.get("isError"), result
-    return json.loads(result["content"][0]["text"])
-
-
-async def error(client, name, arguments):
-    result = await client.call_tool(name, arguments)
-    assert result.get("isError"), result
-    return result["content"][0]["text"]
+call = McpClient.call_json  # call(model, name, arguments): the decoded answer of a success
+error = McpClient.tool_error  # error(model, name, arguments): the message of a failure
 
 
 async def edit(nvim, path):

@@ -84,9 +84,9 @@ async def test_the_documented_tools_load_and_answer(documented_plugins, app, nvi
     assert app.tools["countBuffers"].plugin == "countBuffers"
     namespace: dict = {}
     exec(compile(documented_plugins, "docs/plugins.md (test)", "exec"), namespace)
-    await namespace["test_counts_words"](app, nvim, tmp_path)  # the guide's own test, as is
 
     async with mcp_client(app.port, app.token, path="/mcp") as model:
+        await namespace["test_counts_words"](model, nvim, tmp_path)  # the guide's own test
         listed = {t["name"] for t in (await model.result("tools/list"))["tools"]}
         assert {"wordCount", "countBuffers"} <= listed
         buffers = len(await nvim.request("nvim_list_bufs"))

@@ -17,7 +17,7 @@ import trio
 
 from claude_nvim import lsp
 from claude_nvim.headless import headless_nvim
-from claude_nvim.testing import mcp_client
+from claude_nvim.testing import McpClient
 
 PYLSP = Path(sys.executable).parent / "pylsp"
 
@@ -79,23 +79,13 @@ def nvim_address(project: Path):
 
 
 @pytest.fixture
-async def model(app):
-    async with mcp_client(app.port, app.token, path="/mcp") as connected:
-        yield connected
+def model(model_client):
+    """A client of the model endpoint (claude_nvim.testing's model_client)."""
+    return model_client
 
 
-async def call(client, name, arguments):
-    """The decoded JSON answer of a tool that must succeed."""
-    result = await client.call_tool(name, arguments)
-    assert not result.get("isError"), result
-    return json.loads(result["content"][0]["text"])
-
-
-async def error(client, name, arguments):
-    """The message of a tool call that must fail."""
-    result = await client.call_tool(name, arguments)
-    assert result.get("isError"), result
-    return result["content"][0]["text"]
+call = McpClient.call_json  # call(model, name, arguments): the decoded answer of a success
+error = McpClient.tool_error  # error(model, name, arguments): the message of a failure
 
 
 async def edit(nvim, path):

@@ -11,7 +11,7 @@ import textwrap
 import pytest
 import trio
 
-from claude_nvim.testing import mcp_client
+from claude_nvim.testing import mcp_client, running_app
 
 CLAUDE_NVIM = [sys.executable, "-m", "claude_nvim"]
 
@@ -165,23 +165,22 @@ def test_claude_command_without_a_neovim_explains(tmp_path):
     assert "claude-nvim claude --nvim" in done.stderr
 
 
-async def test_a_mention_nobody_receives_expires_with_a_message(app, nvim, tmp_path,
-                                                                 monkeypatch):
-    from claude_nvim import mentions
-    monkeypatch.setattr(mentions, "QUEUE_SECONDS", 0.2)
-    # An 80-column terminal: the messages are wider, and must not stop Neovim at a prompt.
-    await nvim.request("nvim_ui_attach", 80, 24, {"ext_linegrid": True})
-    await nvim.request("nvim_command", f"ClaudeNvimAdd {tmp_path}")
-    with trio.fail_after(5):
-        while "dropped" not in (messages := await nvim.exec_lua(
-                "return vim.api.nvim_exec2('messages', {output=true}).output")):
-            await trio.sleep(0.05)
-    assert "no Claude connected within 0.2 s: 1 mention(s) dropped; start claude and send " \
-        "again" in messages
-    assert (await nvim.request("nvim_get_mode"))["blocking"] is False
-    async with mcp_client(app.port, app.token) as client:  # a late client gets nothing stale
-        await ready(client, nvim, tmp_path)
-        assert await client.no_notification("at_mentioned")
+async def test_a_mention_nobody_receives_expires_with_a_message(nvim_address, nvim, tmp_path):
+    async with running_app(nvim_address, lock_directory=tmp_path / "ide",
+                           mention_queue_seconds=0.2) as app:
+        # An 80-column terminal: the messages are wider, and must not stop Neovim at a prompt.
+        await nvim.request("nvim_ui_attach", 80, 24, {"ext_linegrid": True})
+        await nvim.request("nvim_command", f"ClaudeNvimAdd {tmp_path}")
+        with trio.fail_after(5):
+            while "dropped" not in (messages := await nvim.exec_lua(
+                    "return vim.api.nvim_exec2('messages', {output=true}).output")):
+                await trio.sleep(0.05)
+        assert "no Claude connected within 0.2 s: 1 mention(s) dropped; start claude and send " \
+            "again" in messages
+        assert (await nvim.request("nvim_get_mode"))["blocking"] is False
+        async with mcp_client(app.port, app.token) as client:  # a late client gets nothing stale
+            await ready(client, nvim, tmp_path)
+            assert await client.no_notification("at_mentioned")
 
 
 async def test_closing_the_terminal_stops_claude_and_removes_the_lock(nvim_address, tmp_path):

@@ -65,6 +65,7 @@ class App:
         token: str | None = None,
         handshake_timeout: float = 10.0,
         send_timeout: float = 30.0,
+        mention_queue_seconds: float = mentions.QUEUE_SECONDS,
     ) -> None:
         self.editor = editor
         self.handshake_timeout = handshake_timeout
@@ -72,6 +73,8 @@ class App:
         self.send_timeout = send_timeout
         """Seconds a client may take none of what we send it: one that stops reading is
         dropped, as it would otherwise hold its answer, and the big-read slot, forever."""
+        self.mention_queue_seconds = mention_queue_seconds
+        """Seconds @-mentions sent with no client ready wait for one before they are dropped."""
         self.tools = dict(tools)
         self._tools_for = {
             endpoint: {name: t for name, t in self.tools.items() if exposure in t.exposure}
@@ -203,11 +206,11 @@ class App:
 
     async def _expire_mentions(self) -> None:
         await self._tell("no Claude is connected yet: the mention is sent when one connects")
-        await trio.sleep(mentions.QUEUE_SECONDS)
+        await trio.sleep(self.mention_queue_seconds)
         if self._queued_mentions:
             count = len(self._queued_mentions)
             self._queued_mentions.clear()
-            await self._tell(f"no Claude connected within {mentions.QUEUE_SECONDS:g} s: "
+            await self._tell(f"no Claude connected within {self.mention_queue_seconds:g} s: "
                              f"{count} mention(s) dropped; start claude and send again", "WARN")
 
     async def _tell(self, message: str, level: str = "INFO") -> None:

@@ -8,10 +8,14 @@ tests with pytest-trio (``trio_mode = true``). Fixtures:
   (``await nvim.request("nvim_input", "vjj")``, ``await nvim.exec_lua(...)``).
 * ``app``: a running claude-nvim :class:`~claude_nvim.server.App` on that Neovim with every
   installed tool, its lock file in ``tmp_path``.
-* ``client``: an initialized :class:`McpClient` connected to ``app``.
+* ``client``: an initialized :class:`McpClient` connected to ``app``'s IDE endpoint.
+* ``model_client``: one connected to its model endpoint (``/mcp``), where the tools for the
+  model live: ``await model_client.call_json("myTool", {...})`` is a tool's decoded answer,
+  ``await model_client.tool_error("myTool", {...})`` the message of a call that must fail.
 
-And :func:`mcp_client` (``from claude_nvim.testing import mcp_client``) for more clients:
-``mcp_client(app.port, app.token, path="/mcp")`` is one of the model endpoint.
+And :func:`mcp_client` (``from claude_nvim.testing import mcp_client``) for more clients.
+Every request times out (:data:`REQUEST_TIMEOUT`, or ``timeout=``) with
+:class:`McpTimeoutError`, and fails with :class:`McpConnectionError` once the connection is gone.
 """
 
 from __future__ import annotations
@@ -32,8 +36,12 @@ from . import jsontext
 from .editor import Editor, editor_for
 from .headless import headless_nvim
 from .plugins import load_tools
+from .protocol import MODEL_PATH
 from .server import App
 from .tool import JSON, Tool
+
+REQUEST_TIMEOUT = 30.0
+"""Seconds an :class:`McpClient` request waits for its answer by default."""
 
 
 @contextlib.asynccontextmanager
@@ -53,11 +61,15 @@ async def running_app(
     tools: Mapping[str, Tool] | None = None,
     lock_directory: Path,
     token: str = "test-token",
+    **limits: Any,
 ) -> AsyncIterator[App]:
-    """A claude-nvim server attached to the Neovim at ``address``, on a free port."""
+    """A claude-nvim server attached to the Neovim at ``address``, on a free port.
+
+    ``limits`` are :class:`App`'s other keyword arguments (``handshake_timeout=0.3``, ...).
+    """
     if tools is None:
         tools = load_tools().tools
-    app = App(editor_for(address), tools, lock_directory=lock_directory, token=token)
+    app = App(editor_for(address), tools, lock_directory=lock_directory, token=token, **limits)
     async with trio.open_nursery() as nursery:
         await nursery.start(app.run)
         yield app
@@ -73,20 +85,32 @@ class McpError(Exception):
         self.message = error.get("message")
 
 
+class McpTimeoutError(TimeoutError):
+    """No answer to a request within its timeout."""
+
+
+class McpConnectionError(ConnectionError):
+    """The connection closed or broke (its ``__cause__`` says how): no answer can come."""
+
+
 class McpClient:
     """A small MCP client over a real WebSocket, speaking like the ``claude`` CLI does."""
 
-    def __init__(self, ws: WebSocketConnection) -> None:
+    def __init__(self, ws: WebSocketConnection, *, timeout: float = REQUEST_TIMEOUT) -> None:
         self.ws = ws
+        self.timeout = timeout
+        """Seconds a request waits for its answer unless it says otherwise."""
         self.notifications: list[JSON] = []
         self.stray: list[JSON] = []
         """Responses to no request of ours (e.g. errors with ``"id": null``)."""
         self._ids = itertools.count(0)  # the CLI's ids start at 0
         self._waiting: dict[Any, trio.MemorySendChannel[JSON]] = {}
         self._arrived = trio.Event()
+        self._failure: Exception | None = None
+        """Why the reader stopped: the connection closed, or the server sent what is not JSON."""
 
     async def _read(self) -> None:
-        with contextlib.suppress(Exception):
+        try:
             while True:
                 message = json.loads(await self.ws.get_message())
                 if "id" in message and ("result" in message or "error" in message):
@@ -99,25 +123,51 @@ class McpClient:
                     self.notifications.append(message)
                     self._arrived.set()
                     self._arrived = trio.Event()
+        except Exception as failure:  # not raised here: a test may expect the server to close
+            self._failure = failure
+            for sender in self._waiting.values():
+                sender.close()  # the waiting requests raise it
+            self._waiting.clear()
+            self._arrived.set()
+
+    def _failed(self) -> McpConnectionError:
+        return McpConnectionError(f"the connection to the server failed: {self._failure!r}")
 
     async def send(self, message: JSON | str) -> None:
         text = message if isinstance(message, str) else jsontext.dumps(message).decode()
         await self.ws.send_message(text)
 
-    async def request(self, method: str, params: JSON | None = None) -> JSON:
-        """Send a request and return the whole response message."""
+    async def request(self, method: str, params: JSON | None = None, *,
+                      timeout: float | None = None) -> JSON:
+        """Send a request and return the whole response message.
+
+        Raises :class:`McpTimeoutError` when no answer comes within ``timeout`` seconds (default
+        :attr:`timeout`), :class:`McpConnectionError` when the connection fails first.
+        """
+        if self._failure is not None:
+            raise self._failed() from self._failure
         request_id = next(self._ids)
         sender, receiver = trio.open_memory_channel[JSON](1)
         self._waiting[request_id] = sender
         message: JSON = {"jsonrpc": "2.0", "id": request_id, "method": method}
         if params is not None:
             message["params"] = params
-        await self.send(message)
-        return await receiver.receive()
+        seconds = self.timeout if timeout is None else timeout
+        try:
+            await self.send(message)
+            with trio.move_on_after(seconds):
+                try:
+                    return await receiver.receive()
+                except trio.EndOfChannel:
+                    raise self._failed() from self._failure
+        finally:
+            self._waiting.pop(request_id, None)
+        raise McpTimeoutError(f"no answer to {method!r} (id {request_id}) within {seconds:g} s")
 
-    async def result(self, method: str, params: JSON | None = None) -> Any:
+    async def result(self, method: str, params: JSON | None = None, *,
+                     timeout: float | None = None) -> Any:
         """The ``result`` of a request; raises :class:`McpError` for an error response."""
-        response = await self.request(method, params)
+        response = await self.request(method, params, timeout=timeout)
         if "error" in response:
             raise McpError(response["error"])
         return response["result"]
@@ -149,10 +199,19 @@ class McpClient:
         return result
 
     async def call_json(self, name: str, arguments: JSON | None = None) -> Any:
-        """Call a tool whose answer is JSON text, and decode it."""
+        """The decoded answer of a tool that must succeed and answer JSON text."""
         result = await self.call_tool(name, arguments)
-        assert not result.get("isError"), result
+        if result.get("isError"):
+            raise AssertionError(f"{name} failed: {result}")
         return json.loads(result["content"][0]["text"])
+
+    async def tool_error(self, name: str, arguments: JSON | None = None) -> str:
+        """The message of a tool call that must fail (a result with ``isError``)."""
+        result = await self.call_tool(name, arguments)
+        if not result.get("isError"):
+            raise AssertionError(f"{name} did not fail: {result}")
+        text: str = result["content"][0]["text"]
+        return text
 
     async def next_notification(self, method: str, *, after: int = 0,
                                 timeout: float = 5.0) -> JSON:
@@ -162,6 +221,8 @@ class McpClient:
                 for message in self.notifications[after:]:
                     if message.get("method") == method:
                         return message
+                if self._failure is not None:
+                    raise self._failed() from self._failure
                 await self._arrived.wait()
 
     async def no_notification(self, method: str, *, after: int = 0,
@@ -181,13 +242,17 @@ async def mcp_client(
     initialize: bool = True,
     subprotocols: tuple[str, ...] = ("mcp",),
     path: str = "/",
+    timeout: float = REQUEST_TIMEOUT,
 ) -> AsyncIterator[McpClient]:
-    """A connected client; initialized like the CLI unless ``initialize=False``."""
+    """A connected client; initialized like the CLI unless ``initialize=False``.
+
+    ``path="/mcp"`` is the model endpoint; ``timeout`` is each request's default timeout.
+    """
     headers = [] if token is None else [(b"x-claude-code-ide-authorization", token.encode())]
     async with open_websocket("127.0.0.1", port, path, use_ssl=False,
                               subprotocols=list(subprotocols), extra_headers=headers,
                               max_message_size=128 * 2**20) as ws:
-        client = McpClient(ws)
+        client = McpClient(ws, timeout=timeout)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(client._read)
             if initialize:
@@ -226,4 +291,11 @@ async def app(nvim_address: str, tmp_path: Path) -> AsyncIterator[App]:
 async def client(app: App) -> AsyncIterator[McpClient]:
     """An MCP client connected to ``app`` and initialized like the CLI."""
     async with mcp_client(app.port, app.token) as connected:
+        yield connected
+
+
+@pytest.fixture
+async def model_client(app: App) -> AsyncIterator[McpClient]:
+    """An MCP client of ``app``'s model endpoint (``/mcp``), initialized like the CLI."""
+    async with mcp_client(app.port, app.token, path=MODEL_PATH) as connected:
         yield connected
