@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import resource
@@ -59,6 +60,21 @@ def test_version():
     done = subprocess.run([sys.executable, "-m", "claude_nvim", "--version"],
                           capture_output=True, text=True, timeout=30)
     assert done.returncode == 0 and done.stdout.startswith("claude-nvim ")
+
+
+async def test_the_version_is_the_same_everywhere(app, nvim):
+    installed = importlib.metadata.version("claude-nvim")
+    done = await trio.run_process([sys.executable, "-m", "claude_nvim", "--version"],
+                                  capture_stdout=True)
+    assert done.stdout.decode().strip() == f"claude-nvim {installed}"
+    async with mcp_client(app.port, app.token, initialize=False) as client:
+        answer = await client.initialize()
+    assert answer["serverInfo"] == {"name": "claude-nvim", "version": installed}
+    # What Neovim shows of the server (:lua =vim.api.nvim_get_chan_info(id).client).
+    client_info = (await nvim.request("nvim_get_chan_info", app.editor.channel_id))["client"]
+    version = client_info["version"]
+    assert client_info["name"] == "claude-nvim"
+    assert installed.startswith(f"{version['major']}.{version['minor']}.{version['patch']}")
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])

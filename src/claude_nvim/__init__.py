@@ -21,6 +21,7 @@ from .tool import (
     text_result,
 )
 
+# The only place the version is written: pyproject.toml reads it (dynamic), the server reports it.
 __version__ = "0.1.0"
 
 __all__ = [

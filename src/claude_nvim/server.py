@@ -7,6 +7,7 @@ import hmac
 import itertools
 import logging
 import os
+import re
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
@@ -16,6 +17,7 @@ from typing import Any
 import outcome
 import trio
 
+from . import __version__ as VERSION
 from . import diffs, jsontext, lockfile, lua_util, mentions, protocol, selection, websocket
 from .editor import Editor, answering, parse_address
 from .mcp import McpSession, notification
@@ -29,6 +31,9 @@ FIRST_PUSH_DELAY = 0.5
 """Seconds after a client's first tools/list before its first notification: the CLI drops
 notifications that arrive before it has registered its handlers."""
 PING_INTERVAL, PONG_TIMEOUT = 30.0, 60.0
+CLIENT_VERSION = dict(zip(("major", "minor", "patch"), map(int, re.findall(r"\d+", VERSION)),
+                          strict=False))
+"""The package version as nvim_set_client_info takes it: "0.1.0" is major 0, minor 1, patch 0."""
 
 
 class AlreadyServed(Exception):
@@ -133,7 +138,7 @@ class App:
                    [diffs.MODULE, diffs.LUA], [mentions.MODULE, mentions.LUA]]
         modules += [[t.lua_module, t.lua] for t in self.tools.values() if t.lua]
         await editor.exec_lua(lua_util.INSTALL_LUA, modules)
-        await editor.request("nvim_set_client_info", "claude-nvim", {"major": 0, "minor": 1},
+        await editor.request("nvim_set_client_info", "claude-nvim", CLIENT_VERSION,
                              "remote", {}, {"pid": os.getpid()})
         await editor.call_lua(lua_util.MODULE, "start", editor.channel_id)
         await editor.call_lua(selection.MODULE, "start")

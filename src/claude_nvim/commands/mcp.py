@@ -6,14 +6,34 @@ own environment, which inside a Neovim terminal names the server (``CLAUDE_CODE_
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import sys
 
 import trio
-from trio_websocket import ConnectionClosed, WebSocketConnection, open_websocket
+from trio_websocket import ConnectionClosed, HandshakeError, WebSocketConnection, open_websocket
 
-from .protocol import AUTH_HEADER, MAX_MESSAGE_BYTES, MODEL_PATH
+from .. import lockfile
+from ..editor import leaf_errors
+from ..protocol import AUTH_HEADER, MAX_MESSAGE_BYTES, MODEL_PATH
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        port, token = lockfile.find_server(os.getcwd())
+    except LookupError as exc:
+        print(f"claude-nvim mcp: {exc}", file=sys.stderr)
+        return 1
+    status = 0
+    try:
+        trio.run(relay, port, token)
+    except* (OSError, HandshakeError) as group:
+        print(f"claude-nvim mcp: cannot reach the server on port {port} "
+              f"({leaf_errors(group)[0]}); is it still running? {lockfile.START_ONE}",
+              file=sys.stderr)
+        status = 1
+    return status
 
 
 async def relay(port: int, token: str) -> None:

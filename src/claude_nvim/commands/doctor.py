@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import shutil
@@ -13,10 +14,10 @@ from dataclasses import dataclass
 
 import trio
 
-from . import lockfile
-from .editor import editor_for, leaf_errors
-from .headless import find_nvim
-from .plugins import ToolRegistryError, load_tools
+from .. import lockfile
+from ..editor import editor_for, leaf_errors
+from ..headless import find_nvim
+from ..plugins import ToolRegistryError, load_tools
 
 MIN_NVIM = (0, 10)
 
@@ -26,6 +27,10 @@ class Finding:
     ok: bool
     what: str
     fix: str = ""
+
+
+def run(args: argparse.Namespace) -> int:
+    return report(check(args.nvim or os.environ.get("NVIM")))
 
 
 def check(address: str | None) -> list[Finding]:

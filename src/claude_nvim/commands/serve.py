@@ -1,0 +1,66 @@
+"""``claude-nvim serve``: serve Claude Code's IDE protocol for a Neovim until it goes away."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from collections.abc import Callable
+
+import trio
+
+from ..editor import editor_for
+from ..headless import find_nvim, headless_nvim
+from ..server import App
+from . import fail, log
+from .serving import NO_NVIM, run_server, tools_to_serve
+
+
+def run(args: argparse.Namespace) -> int:
+    loaded = tools_to_serve(args)
+    if loaded is None:
+        return 1
+    with contextlib.ExitStack() as stack:
+        ready_note = None
+        if args.headless:
+            address = _start_headless(stack)
+            if address is None:
+                return 1
+            ready_note = f"run `claude --ide` in {os.getcwd()} (or a directory below it)"
+        else:
+            address = args.nvim or os.environ.get("NVIM")
+        if not address:
+            print(NO_NVIM.format(command="serve") + "\nOr try it with --headless.",
+                  file=sys.stderr)
+            return 2
+        app = App(editor_for(address), loaded.tools, port=args.port)
+
+        async def serve(ready: Callable[[], None]) -> int:
+            async with trio.open_nursery() as serving:
+                await serving.start(app.run)
+                ready()
+                if ready_note:
+                    print(f"claude-nvim: serving on port {app.port}; {ready_note}; Ctrl-C stops",
+                          file=sys.stderr, flush=True)
+            return 0
+
+        return run_server(app, serve, signalled=0, neovim_gone=0)
+
+
+def _start_headless(stack: contextlib.ExitStack) -> str | None:
+    """Start a private headless Neovim here for ``stack``'s life; its address, or None."""
+    try:
+        nvim = find_nvim()
+    except FileNotFoundError as exc:
+        fail(str(exc), exc)
+        return None
+    try:
+        address, _process = stack.enter_context(headless_nvim(cwd=os.getcwd()))
+    except (OSError, RuntimeError) as exc:  # it does not run, or quits before listening
+        fail(f"cannot start `{nvim} --headless` ({exc}); check that it runs, "
+             "or set CLAUDE_NVIM_NVIM to another nvim", exc)
+        return None
+    log.info("started a headless Neovim at %s; diffs there can only be answered over "
+             "RPC (nvim --server %s --remote-send ...)", address, address)
+    return address
