@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+import trio
 
 from claude_nvim.testing import McpClient, mcp_client
 from claude_nvim.tools import get_buffer_text, get_quickfix_list
@@ -91,6 +94,29 @@ async def test_an_unmodified_buffer_is_reloaded_from_disk_first(model, nvim, tmp
     path.write_text("new\n")  # as claude does, behind Neovim's back
     answer = await call(model, "getBufferText", {"filePath": str(path)})
     assert answer["text"] == "new" and answer["isDirty"] is False
+
+
+async def test_a_file_replaced_by_a_fifo_is_not_reloaded(model, nvim, tmp_path, fifo):
+    pipe = fifo.rename(tmp_path / "pipe")
+    fifo.write_text("one\n")
+    await edit(nvim, fifo)
+    os.replace(pipe, fifo)  # a neighbour puts a FIFO in its place
+    with trio.fail_after(10):
+        answer = await call(model, "getBufferText", {"filePath": str(fifo)})
+        assert answer["text"] == "one"
+        assert await model.call_json("getDiagnostics", {"uri": f"file://{fifo}"}) == \
+            [{"uri": f"file://{fifo}", "diagnostics": []}]
+    assert await nvim.exec_lua("return 1", timeout=2) == 1
+
+
+@pytest.mark.usefixtures("one_mb_file_limit")
+async def test_a_file_grown_past_the_size_limit_is_not_reloaded(model, nvim, tmp_path, big_file):
+    path = tmp_path / "a.txt"
+    path.write_text("one\n")
+    await edit(nvim, path)
+    os.replace(big_file, path)
+    answer = await call(model, "getBufferText", {"filePath": str(path)})
+    assert answer["text"] == "one" and answer["totalLines"] == 1
 
 
 async def test_caps_on_lines_and_bytes(model, nvim, tmp_path, monkeypatch):

@@ -273,6 +273,43 @@ async def test_an_existing_file_named_by_uri_or_home_path_is_an_edit_not_a_new_f
         assert (await diff.outcome())[0] == "DIFF_REJECTED"
 
 
+async def test_a_fifo_is_refused_and_neovim_stays_responsive(client, ui, fifo):
+    with trio.fail_after(10):
+        result = await client.call_tool("openDiff", diff_args(fifo, "x\n"))
+    assert result["isError"] is True
+    assert result["content"][0]["text"] == \
+        f"Cannot open diff: {fifo} is not a regular file (a FIFO)"
+    assert await ui.exec_lua("return vim.fn.bufnr(...)", str(fifo), timeout=2) == -1
+    await nothing_left(ui)
+
+
+@pytest.mark.usefixtures("one_mb_file_limit")
+async def test_a_file_over_the_size_limit_is_refused(client, ui, big_file):
+    with trio.fail_after(10):  # not refused, it would wait for the user's verdict
+        result = await client.call_tool("openDiff", diff_args(big_file, "x\n"))
+    assert result["isError"] is True
+    assert result["content"][0]["text"] == (
+        f"Cannot open diff: {big_file} is 1.5 MB, over claude-nvim's limit of 1 MB for opening "
+        "files (CLAUDE_NVIM_MAX_FILE_MB)")
+    assert await ui.exec_lua("return vim.fn.bufnr(...)", str(big_file)) == -1
+    await nothing_left(ui)
+
+
+async def test_a_bad_modeline_is_neovims_message_not_a_failed_diff(client, ui, tmp_path):
+    await ui.request("nvim_command", "set modeline")  # the default, but not under --clean
+    path = tmp_path / "a.c"
+    path.write_text("int x;\n/* vim: set nosuchoption: */\n")
+    async with trio.open_nursery() as nursery:
+        diff = await open_diff(nursery, client, ui, path, "int y;\n")
+        assert await ui.exec_lua("return vim.api.nvim_buf_get_lines("
+                                 "vim.api.nvim_win_get_buf(vim.fn.win_getid(1)), 0, -1, false)") \
+            == ["int x;", "/* vim: set nosuchoption: */"]
+        await ui.request("nvim_command", "ClaudeNvimDiffAccept")
+        assert await diff.outcome() == ["FILE_SAVED", "int y;\n"]
+    messages = await ui.exec_lua("return vim.api.nvim_exec2('messages', {output = true}).output")
+    assert "E518: Unknown option: nosuchoption" in messages
+
+
 def test_a_settled_diff_keeps_no_copy_of_the_proposal():
     # An accepted diff waits for close_tab; the megabytes it held would be freed then, and
     # close_tab's answer would wait for that.

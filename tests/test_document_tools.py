@@ -8,6 +8,8 @@ from urllib.parse import quote
 import pytest
 import trio
 
+from claude_nvim import lua_util
+
 
 @pytest.fixture
 async def ui(nvim):
@@ -195,3 +197,72 @@ async def test_save_document_never_prompts_or_overwrites_a_newer_file(client, ui
     assert path.read_text() == "written by claude\n"
     assert await ui.request("nvim_get_mode") == {"mode": "n", "blocking": False}
     assert await ui.exec_lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)") == ["my edit"]
+
+
+# Files that would block or swamp Neovim are refused before it touches them (issue 11).
+
+
+async def test_open_file_refuses_a_fifo_and_neovim_stays_responsive(client, ui, fifo):
+    for frontmost in (True, False):
+        with trio.fail_after(10):
+            result = await client.call_tool("openFile", {"filePath": str(fifo),
+                                                         "makeFrontmost": frontmost})
+        assert result["isError"] is True
+        assert result["content"][0]["text"] == f"{fifo} is not a regular file (a FIFO)"
+    # Neovim answers at once and kept no buffer for it.
+    assert await ui.exec_lua("return vim.fn.bufnr(...)", str(fifo), timeout=2) == -1
+
+
+@pytest.mark.usefixtures("one_mb_file_limit")
+async def test_open_file_refuses_a_file_over_the_size_limit(client, ui, big_file, source):
+    for frontmost in (True, False):
+        result = await client.call_tool("openFile", {"filePath": str(big_file),
+                                                     "makeFrontmost": frontmost})
+        assert result["isError"] is True
+        assert result["content"][0]["text"] == (
+            f"{big_file} is 1.5 MB, over claude-nvim's limit of 1 MB for opening files "
+            "(CLAUDE_NVIM_MAX_FILE_MB)")
+    assert await ui.exec_lua("return vim.fn.bufnr(...)", str(big_file)) == -1
+    assert not (await client.call_tool("openFile", {"filePath": str(source)})).get("isError")
+    # A file the user has open already is just shown.
+    await ui.request("nvim_command", f"edit {big_file} | enew")
+    result = await client.call_tool("openFile", {"filePath": str(big_file), "startLine": 3})
+    assert result["content"][0]["text"] == "Opened file and selected lines 3 to 3"
+
+
+def test_the_file_size_limit_setting(monkeypatch, caplog):
+    monkeypatch.delenv("CLAUDE_NVIM_MAX_FILE_MB", raising=False)
+    assert lua_util.max_file_bytes() == 50 * 2**20
+    assert lua_util.max_file_bytes(0.5) == 2**19
+    monkeypatch.setenv("CLAUDE_NVIM_MAX_FILE_MB", "200")
+    assert lua_util.max_file_bytes() == 200 * 2**20
+    for bad in ("lots", "0", "-1", "inf", "nan"):
+        monkeypatch.setenv("CLAUDE_NVIM_MAX_FILE_MB", bad)
+        assert lua_util.max_file_bytes() == 50 * 2**20
+        assert f"CLAUDE_NVIM_MAX_FILE_MB={bad!r} is not a number of megabytes" in caplog.text
+    with pytest.raises(ValueError, match="positive number of MB"):
+        lua_util.max_file_bytes(0)
+
+
+BAD_MODELINES = {"e518.c": "int x;\n/* vim: set nosuchoption: */\n",
+                 "e992.txt": "text\n# vim: set foldexpr=1:\n"}
+
+
+async def test_a_bad_modeline_is_neovims_message_not_a_failed_open(client, ui, tmp_path):
+    await ui.request("nvim_command", "set modeline")  # the default, but not under --clean
+    for (name, text), frontmost in zip(BAD_MODELINES.items(), (True, False), strict=True):
+        path = tmp_path / name
+        path.write_text(text)
+        result = await client.call_tool("openFile", {"filePath": str(path),
+                                                     "makeFrontmost": frontmost})
+        assert not result.get("isError"), result
+        assert await ui.exec_lua(
+            "local b = vim.fn.bufnr(...); return vim.api.nvim_buf_is_loaded(b) "
+            "and vim.bo[b].buflisted and vim.api.nvim_buf_get_lines(b, 0, -1, false)",
+            str(path)) == text.splitlines()
+    assert await ui.exec_lua("return vim.api.nvim_buf_get_name(0)") == \
+        str(tmp_path / "e518.c")
+    assert await ui.request("nvim_get_mode") == {"mode": "n", "blocking": False}  # no prompt
+    messages = await ui.request("nvim_exec2", "messages", {"output": True})
+    assert "E518: Unknown option: nosuchoption" in messages["output"]
+    assert "E992: Not allowed in a modeline" in messages["output"]

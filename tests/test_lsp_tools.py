@@ -263,11 +263,37 @@ async def test_bad_arguments_name_the_argument(model, nvim, project):
          f"'line' 99 is past the end of {main} (5 lines)"),
         ("lspDefinition", {"filePath": str(project / "missing.py"), "line": 0, "character": 0},
          f"No such file: {project / 'missing.py'}"),
-        ("lspDocumentSymbols", {"filePath": str(project)}, f"{project} is not a file"),
+        ("lspDocumentSymbols", {"filePath": str(project)},
+         f"{project} is not a regular file (a directory)"),
     ]
     for tool, arguments, expected in cases:
         message = await error(model, tool, arguments)
         assert expected in message, (tool, arguments, message)
+
+
+@pytest.mark.usefixtures("one_mb_file_limit")
+async def test_files_that_would_block_or_swamp_neovim_are_refused(model, nvim, fifo, big_file):
+    with trio.fail_after(10):
+        message = await error(model, "lspDocumentSymbols", {"filePath": str(fifo)})
+    assert message == f"{fifo} is not a regular file (a FIFO)"
+    message = await error(model, "lspHover", {"filePath": str(big_file), "line": 0,
+                                              "character": 0})
+    assert message == (f"{big_file} is 1.5 MB, over claude-nvim's limit of 1 MB for opening "
+                       "files (CLAUDE_NVIM_MAX_FILE_MB)")
+    assert await nvim.exec_lua("local a, b = ...; return {vim.fn.bufnr(a), vim.fn.bufnr(b)}",
+                               str(fifo), str(big_file), timeout=2) == [-1, -1]
+
+
+async def test_a_bad_modeline_does_not_fail_the_request(model, nvim, tmp_path):
+    path = tmp_path / "modeline.txt"
+    path.write_text("text\n# vim: set nosuchoption:\n")
+    await nvim.request("nvim_command", "set modeline")  # the default, but not under --clean
+    try:
+        message = await error(model, "lspDocumentSymbols", {"filePath": str(path)})
+    finally:
+        await nvim.request("nvim_command", "set nomodeline")
+    assert message == f"No language server is attached to {path}"  # as for any text file
+    assert await nvim.exec_lua("return vim.api.nvim_buf_is_loaded(vim.fn.bufnr(...))", str(path))
 
 
 async def test_answers_are_capped(model, nvim, project, monkeypatch):

@@ -85,11 +85,11 @@ function M.open(id, candidates, lines, tab_name)
     api.nvim_buf_set_name(scratch, 'claude-nvim://diff/' .. id .. '/new/' .. vim.fs.basename(path))
     vim.bo[scratch].modifiable = false
     target = scratch
-  elseif target == nil then
-    target = vim.fn.bufadd(path)
-    vim.bo[target].swapfile = false  -- ours only for the review: leave no swap file behind
+  else
+    local refusal  -- a new buffer is ours only for the review: it leaves no swap file behind
+    target, refusal = core.load(path, target, true)
+    if target == nil then return 'Cannot open diff: ' .. refusal end
   end
-  vim.fn.bufload(target)  -- no swap-file dialog, unlike :edit
   vim.bo[target].buflisted = target ~= scratch
 
   local prop = api.nvim_create_buf(false, true)

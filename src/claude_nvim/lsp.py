@@ -278,20 +278,16 @@ end
 function L.open(candidates)
   local buf = core.find_buffer(candidates)
   if buf and api.nvim_buf_is_loaded(buf) then return buf, false end
+  local path = buf and api.nvim_buf_get_name(buf)
   if buf == nil then
     for _, candidate in ipairs(candidates) do
-      local path = core.absolute(candidate)
-      local stat = uv.fs_stat(path)
-      if stat and stat.type == 'file' then
-        buf = vim.fn.bufadd(path)
-        vim.bo[buf].swapfile = false  -- loaded only to ask a server: no swap file for others
-        break
-      end
-      if stat then return nil, path .. ' is not a file' end
+      if uv.fs_stat(core.absolute(candidate)) then path = core.absolute(candidate); break end
     end
   end
-  if buf == nil then return nil, 'No such file: ' .. core.absolute(candidates[1]) end
-  vim.fn.bufload(buf)  -- never a swap-file dialog
+  if path == nil then return nil, 'No such file: ' .. core.absolute(candidates[1]) end
+  local refusal  -- a new buffer is loaded only to ask a server: no swap file for others
+  buf, refusal = core.load(path, buf, true)
+  if buf == nil then return nil, refusal end
   if vim.bo[buf].filetype == '' then
     api.nvim_buf_call(buf, function() vim.cmd('silent! filetype detect') end)
   end

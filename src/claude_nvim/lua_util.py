@@ -7,6 +7,12 @@ Neovim: the one-server-per-Neovim claim, the environment for ``claude``, workspa
 
 from __future__ import annotations
 
+import logging
+import math
+import os
+
+log = logging.getLogger(__name__)
+
 MODULE = "claude_nvim"
 
 LUA = r"""
@@ -84,13 +90,69 @@ function M.find_buffer(candidates)
   return nil
 end
 
+-- Files a tool may make Neovim read. Neovim reads a file whole, in the thread that serves the
+-- user: a FIFO blocks it in open() until a writer comes, for ever if none does (not even
+-- SIGTERM ends that), /dev/zero never ends, and a big file freezes it and takes its size in
+-- memory (200 MB: 1.7 s, 220 MB). The server sets the limit at start ($CLAUDE_NVIM_MAX_FILE_MB).
+M.max_file_bytes = 50 * 1024 * 1024
+
+local KINDS = { directory = 'a directory', fifo = 'a FIFO', socket = 'a socket',
+                char = 'a character device', block = 'a block device' }
+
+local function size(bytes)
+  for _, unit in ipairs({ { 2 ^ 30, 'GB' }, { 2 ^ 20, 'MB' }, { 2 ^ 10, 'KB' } }) do
+    if bytes >= unit[1] then
+      return (('%.1f %s'):format(bytes / unit[1], unit[2]):gsub('%.0 ', ' '))
+    end
+  end
+  return bytes .. ' bytes'
+end
+
+-- Why a tool must not make Neovim read the file at `path`, or nil (also when there is none).
+function M.unloadable(path)
+  local stat = uv.fs_stat(path)
+  if stat == nil then return nil end
+  if stat.type ~= 'file' then
+    return ('%s is not a regular file (%s)'):format(path, KINDS[stat.type] or stat.type)
+  end
+  if stat.size > M.max_file_bytes then
+    return ("%s is %s, over claude-nvim's limit of %s for opening files "
+      .. '(CLAUDE_NVIM_MAX_FILE_MB)'):format(path, size(stat.size), size(M.max_file_bytes))
+  end
+  return nil
+end
+
+-- The buffer of file `path` loaded, as :edit loads it for the user: `buf` (the file's buffer)
+-- or a new unlisted one, with no swap file if `private` (it is only the tool's). An error in
+-- the file's modeline or in an autocmd is Neovim's message to the user, not the tool's failure.
+-- A file M.unloadable refuses is not touched, and gets no buffer. Returns the buffer, or nil
+-- and why not.
+function M.load(path, buf, private)
+  if buf and api.nvim_buf_is_loaded(buf) then return buf end
+  local refusal = M.unloadable(buf and api.nvim_buf_get_name(buf) or path)
+  if refusal then return nil, refusal end
+  if buf == nil then
+    buf = vim.fn.bufadd(path)
+    if private then vim.bo[buf].swapfile = false end
+  end
+  local ok, err = pcall(vim.fn.bufload, buf)  -- never a swap-file dialog, unlike :edit
+  local message = (tostring(err):gsub('^Vim:', ''))
+  if not api.nvim_buf_is_loaded(buf) then
+    return nil, ok and 'Could not load ' .. path or message
+  end
+  if not ok then vim.notify(message, vim.log.levels.ERROR) end
+  return buf
+end
+
 -- Reload an unmodified buffer whose file changed on disk (the CLI writes files behind
 -- Neovim's back), never with a prompt: a modified buffer is left alone.
 function M.refresh(buf)
   if not api.nvim_buf_is_valid(buf) or not api.nvim_buf_is_loaded(buf)
       or vim.bo[buf].modified or vim.bo[buf].buftype ~= '' then return end
   -- A missing file would cost a one-second wait inside checktime: nothing to reload anyway.
-  if not uv.fs_stat(api.nvim_buf_get_name(buf)) then return end
+  -- Nor is one M.unloadable refuses: it stays as Neovim has it.
+  local name = api.nvim_buf_get_name(buf)
+  if not uv.fs_stat(name) or M.unloadable(name) then return end
   local autoread = vim.go.autoread
   vim.go.autoread = true
   pcall(vim.cmd, 'silent! checktime ' .. buf)
@@ -171,8 +233,9 @@ local function remember_mtime(buf)
   end
 end
 
-function M.start(chan)
+function M.start(chan, max_file_bytes)
   M.chan = chan
+  M.max_file_bytes = max_file_bytes or M.max_file_bytes
   local group = api.nvim_create_augroup('claude_nvim', { clear = true })
   -- Neovim keeps a buffer's file time to itself; we keep our own, so that a write never
   -- meets its "file changed since reading" prompt (saveDocument checks first).
@@ -260,3 +323,25 @@ for _, m in ipairs(...) do
   package.loaded[m[1]] = assert(loadstring(m[2], '=' .. m[1]))()
 end
 """
+
+
+MAX_FILE_MB = 50.0
+"""The largest file, in MB, that a tool may make Neovim load, unless $CLAUDE_NVIM_MAX_FILE_MB
+says otherwise: the Lua ``M.unloadable``'s limit."""
+
+
+def max_file_bytes(megabytes: float | None = None) -> int:
+    """The file size limit in bytes: ``megabytes`` MB, by default $CLAUDE_NVIM_MAX_FILE_MB's."""
+    if megabytes is None:
+        setting = os.environ.get("CLAUDE_NVIM_MAX_FILE_MB", "").strip()
+        try:
+            megabytes = float(setting) if setting else MAX_FILE_MB
+        except ValueError:
+            megabytes = math.nan
+        if not 0 < megabytes < math.inf:
+            log.warning("CLAUDE_NVIM_MAX_FILE_MB=%r is not a number of megabytes: using %g",
+                        setting, MAX_FILE_MB)
+            megabytes = MAX_FILE_MB
+    if not 0 < megabytes < math.inf:
+        raise ValueError(f"the file size limit must be a positive number of MB, not {megabytes}")
+    return min(int(megabytes * 2**20), 2**53)  # Lua's numbers are doubles

@@ -71,8 +71,11 @@ class App:
         handshake_timeout: float = 10.0,
         send_timeout: float = 30.0,
         mention_queue_seconds: float = mentions.QUEUE_SECONDS,
+        max_file_mb: float | None = None,
     ) -> None:
         self.editor = editor
+        self.max_file_bytes = lua_util.max_file_bytes(max_file_mb)
+        """Tools refuse to make Neovim load larger files (default: $CLAUDE_NVIM_MAX_FILE_MB)."""
         self.handshake_timeout = handshake_timeout
         """Seconds a client has to finish the HTTP upgrade (slow or silent clients are dropped)."""
         self.send_timeout = send_timeout
@@ -140,7 +143,7 @@ class App:
         await editor.exec_lua(lua_util.INSTALL_LUA, modules)
         await editor.request("nvim_set_client_info", "claude-nvim", CLIENT_VERSION,
                              "remote", {}, {"pid": os.getpid()})
-        await editor.call_lua(lua_util.MODULE, "start", editor.channel_id)
+        await editor.call_lua(lua_util.MODULE, "start", editor.channel_id, self.max_file_bytes)
         await editor.call_lua(selection.MODULE, "start")
         async with trio.open_nursery() as nursery:
             self._nursery = nursery

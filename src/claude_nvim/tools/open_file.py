@@ -53,12 +53,15 @@ local function editor_window()
   return api.nvim_open_win(api.nvim_win_get_buf(base), false, { split = 'left', win = base })
 end
 
-local function load(buf)
-  vim.fn.bufload(buf)  -- no swap-file dialog, unlike :edit
+-- The buffer of `path` loaded and listed, or nil and why not.
+local function load(path)
+  local buf, refusal = core.load(path, core.find_buffer({ path }))
+  if buf == nil then return nil, refusal end
   vim.bo[buf].buflisted = true
   if vim.bo[buf].filetype == '' then
     api.nvim_buf_call(buf, function() vim.cmd('silent! filetype detect') end)
   end
+  return buf
 end
 
 -- The byte offset of plain `needle` in the buffer at or after `from` (0-based row, byte col).
@@ -99,8 +102,8 @@ function M.open(candidates, o)
     if not o.makeFrontmost then return { json = { success = false, message = message } } end
     return { error = message }  -- docs/protocol.md §10.5
   end
-  local buf = core.find_buffer({ path }) or vim.fn.bufadd(path)
-  load(buf)
+  local buf, refusal = load(path)
+  if buf == nil then return { error = refusal } end
   local name = api.nvim_buf_get_name(buf)
   if not o.makeFrontmost then
     local ft = vim.bo[buf].filetype
