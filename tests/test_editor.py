@@ -11,9 +11,9 @@ from functools import partial
 import pytest
 import trio
 
-from claude_nvim.editor import EditorError, EditorGone, EditorTimeout, SocketEditor
 from claude_nvim.headless import _accepts
 from claude_nvim.pynvim_editor import PynvimEditor
+from claude_nvim.rpc_scheduler import EditorError, EditorGone, EditorTimeout, SocketEditor
 
 CLIENTS = {"socket": SocketEditor, "pynvim": PynvimEditor}
 
@@ -192,7 +192,7 @@ async def test_a_cancelled_queued_request_never_reaches_neovim(client_class, nvi
 
 
 async def test_the_wait_for_a_slot_has_its_own_limit(client_class, nvim_address, monkeypatch):
-    monkeypatch.setattr("claude_nvim.editor.QUEUE_TIMEOUT", 0.1)
+    monkeypatch.setattr("claude_nvim.rpc_scheduler.QUEUE_TIMEOUT", 0.1)
     async with attached(client_class, nvim_address, max_in_flight=1) as editor:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(partial(editor.exec_lua, "vim.uv.sleep(400)", timeout=None))

@@ -11,8 +11,8 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from claude_nvim.editor import EditorGone, answering, big_read, editor_for
 from claude_nvim.plugins import load_tools
+from claude_nvim.rpc_scheduler import EditorGone, answering, big_read, editor_for
 from claude_nvim.server import App
 from claude_nvim.testing import mcp_client
 from test_mcp import TOOLS, session

@@ -19,10 +19,10 @@ import trio
 from trio_websocket import HandshakeError
 
 from . import __version__, doctor, lockfile
-from .editor import EditorGone, editor_for, leaf_errors
 from .headless import find_nvim, headless_nvim
 from .plugins import LoadedTools, ToolRegistryError, load_tools, plugin_distributions
 from .relay import relay
+from .rpc_scheduler import EditorGone, editor_for, leaf_errors
 from .server import MODEL_PATH, AlreadyServed, App
 
 log = logging.getLogger("claude_nvim")

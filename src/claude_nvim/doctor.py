@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import trio
 
 from . import lockfile
-from .editor import editor_for, leaf_errors
 from .headless import find_nvim
 from .plugins import ToolRegistryError, load_tools
+from .rpc_scheduler import editor_for, leaf_errors
 
 MIN_NVIM = (0, 10)
 

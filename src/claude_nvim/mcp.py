@@ -13,7 +13,7 @@ from typing import Any
 import trio
 
 from . import __version__, jsontext
-from .editor import EditorGone
+from .rpc_scheduler import EditorGone
 from .tool import JSON, ConnectionInfo, Tool, ToolContext, ToolError, error_result
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ from typing import Any
 
 import trio
 
-from .editor import Editor, EditorError, big_read
+from .rpc_scheduler import Editor, EditorError, big_read
 from .tool import ToolError
 
 MODULE = "claude_nvim.selection"

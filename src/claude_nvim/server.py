@@ -17,8 +17,8 @@ import outcome
 import trio
 
 from . import diffs, jsontext, lockfile, lua_util, mentions, selection, websocket
-from .editor import Editor, answering, parse_address
 from .mcp import McpSession, notification
+from .rpc_scheduler import Editor, answering, parse_address
 from .tool import JSON, ConnectionInfo, Exposure, Tool, ToolContext
 from .websocket import Connection, ConnectionClosed, Request
 
@@ -94,7 +94,7 @@ class App:
     async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         """Serve until cancelled or until Neovim goes away; ``started`` with the port.
 
-        Raises :class:`~claude_nvim.editor.EditorGone` (in an exception group) when Neovim
+        Raises :class:`~claude_nvim.rpc_scheduler.EditorGone` (in an exception group) when Neovim
         quits, and :class:`AlreadyServed` when another server holds this Neovim.
         """
         async with trio.open_nursery() as nursery:

@@ -29,9 +29,9 @@ import trio
 from trio_websocket import WebSocketConnection, open_websocket
 
 from . import jsontext
-from .editor import Editor, editor_for
 from .headless import headless_nvim
 from .plugins import load_tools
+from .rpc_scheduler import Editor, editor_for
 from .server import App
 from .tool import JSON, Tool
 

@@ -14,7 +14,7 @@ from .schema import Checker, SchemaError, compile_checker
 
 if TYPE_CHECKING:
     from .diffs import DiffRegistry
-    from .editor import Editor
+    from .rpc_scheduler import Editor
     from .selection import SelectionTracker
 
 JSON = dict[str, Any]
