@@ -11,9 +11,10 @@ from functools import partial
 import pytest
 import trio
 
+from claude_nvim.errors import EditorError, EditorGone, EditorTimeout
 from claude_nvim.headless import _accepts
+from claude_nvim.nvim_socket import SocketEditor
 from claude_nvim.pynvim_editor import PynvimEditor
-from claude_nvim.rpc_scheduler import EditorError, EditorGone, EditorTimeout, SocketEditor
 
 CLIENTS = {"socket": SocketEditor, "pynvim": PynvimEditor}
 

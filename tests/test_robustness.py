@@ -11,8 +11,10 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from claude_nvim.big_reads import answering, big_read
+from claude_nvim.errors import EditorGone
+from claude_nvim.nvim_client import editor_for
 from claude_nvim.plugins import load_tools
-from claude_nvim.rpc_scheduler import EditorGone, answering, big_read, editor_for
 from claude_nvim.server import App
 from claude_nvim.testing import mcp_client
 from test_mcp import TOOLS, session

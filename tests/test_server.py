@@ -11,8 +11,9 @@ import trio
 from trio_websocket import ConnectionClosed, ConnectionRejected, open_websocket
 
 from claude_nvim import Tool, lua_util, text_result
+from claude_nvim.errors import EditorGone
+from claude_nvim.nvim_client import editor_for
 from claude_nvim.plugins import load_tools
-from claude_nvim.rpc_scheduler import EditorGone, editor_for
 from claude_nvim.server import AlreadyServed, App
 from claude_nvim.testing import mcp_client, running_app
 from claude_nvim.tool import BOTH

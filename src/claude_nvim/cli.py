@@ -19,10 +19,11 @@ import trio
 from trio_websocket import HandshakeError
 
 from . import __version__, doctor, lockfile
+from .errors import EditorGone, leaf_errors
 from .headless import find_nvim, headless_nvim
+from .nvim_client import editor_for
 from .plugins import LoadedTools, ToolRegistryError, load_tools, plugin_distributions
 from .relay import relay
-from .rpc_scheduler import EditorGone, editor_for, leaf_errors
 from .server import MODEL_PATH, AlreadyServed, App
 
 log = logging.getLogger("claude_nvim")

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 import trio
 
 from . import lockfile
+from .errors import leaf_errors
 from .headless import find_nvim
+from .nvim_client import editor_for
 from .plugins import ToolRegistryError, load_tools
-from .rpc_scheduler import editor_for, leaf_errors
 
 MIN_NVIM = (0, 10)
 

@@ -1,4 +1,4 @@
-"""An :class:`~claude_nvim.rpc_scheduler.Editor` through pynvim, for Windows named pipes, which trio
+"""An :class:`~claude_nvim.editor.Editor` through pynvim, for Windows named pipes, which trio
 cannot open. This is the only module that imports pynvim.
 
 pynvim runs on one dedicated thread inside ``nvim.run_loop``; every request runs there in a
@@ -18,21 +18,15 @@ import msgpack
 import pynvim
 import trio
 
-from .rpc_scheduler import (
-    DEFAULT_TIMEOUT,
-    MAX_IN_FLIGHT,
-    EditorBase,
-    EditorError,
-    EditorGone,
-    error_text,
-    parse_address,
-)
+from .editor import DEFAULT_TIMEOUT, error_text, parse_address
+from .errors import EditorError, EditorGone
+from .rpc_scheduler import MAX_IN_FLIGHT, EditorBase
 
 log = logging.getLogger(__name__)
 
 
 class PynvimEditor(EditorBase):
-    """An :class:`~claude_nvim.rpc_scheduler.Editor` attached to a running Neovim through pynvim."""
+    """An :class:`~claude_nvim.editor.Editor` attached to a running Neovim through pynvim."""
 
     def __init__(self, address: str, *, timeout: float = DEFAULT_TIMEOUT,
                  max_in_flight: int = MAX_IN_FLIGHT) -> None:

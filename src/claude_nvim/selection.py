@@ -11,8 +11,9 @@ from typing import Any
 
 import trio
 
-from .rpc_scheduler import Editor, EditorError, big_read
-from .tool import ToolError
+from .big_reads import big_read
+from .editor import Editor
+from .errors import EditorError, ToolError
 
 MODULE = "claude_nvim.selection"
 NOTIFICATION = "claude_nvim_selection"

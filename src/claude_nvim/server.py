@@ -17,8 +17,9 @@ import outcome
 import trio
 
 from . import diffs, jsontext, lockfile, lua_util, mentions, selection, websocket
+from .big_reads import answering
+from .editor import Editor, parse_address
 from .mcp import McpSession, notification
-from .rpc_scheduler import Editor, answering, parse_address
 from .tool import JSON, ConnectionInfo, Exposure, Tool, ToolContext
 from .websocket import Connection, ConnectionClosed, Request
 
@@ -94,7 +95,7 @@ class App:
     async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         """Serve until cancelled or until Neovim goes away; ``started`` with the port.
 
-        Raises :class:`~claude_nvim.rpc_scheduler.EditorGone` (in an exception group) when Neovim
+        Raises :class:`~claude_nvim.errors.EditorGone` (in an exception group) when Neovim
         quits, and :class:`AlreadyServed` when another server holds this Neovim.
         """
         async with trio.open_nursery() as nursery:
@@ -264,8 +265,7 @@ class App:
 
     def _context(self, tool: Tool, connection: ConnectionInfo) -> ToolContext:
         editor: Editor = self.editor
-        return ToolContext(tool, editor, self.selection, self.diffs, connection,
-                           self._loggers[tool.name])
+        return ToolContext(tool, editor, self.diffs, connection, self._loggers[tool.name])
 
     async def _answer(self, ws: Connection, session: McpSession, message: str | bytes,
                       scope: trio.CancelScope) -> None:

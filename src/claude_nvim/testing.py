@@ -29,9 +29,10 @@ import trio
 from trio_websocket import WebSocketConnection, open_websocket
 
 from . import jsontext
+from .editor import Editor
 from .headless import headless_nvim
+from .nvim_client import editor_for
 from .plugins import load_tools
-from .rpc_scheduler import Editor, editor_for
 from .server import App
 from .tool import JSON, Tool
 

@@ -10,12 +10,12 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from . import jsontext
+from .errors import ToolError as ToolError
 from .schema import Checker, SchemaError, compile_checker
 
 if TYPE_CHECKING:
     from .diffs import DiffRegistry
-    from .rpc_scheduler import Editor
-    from .selection import SelectionTracker
+    from .editor import Editor
 
 JSON = dict[str, Any]
 
@@ -37,10 +37,6 @@ Handler = Callable[["ToolContext", JSON], Awaitable[ToolResult]]
 
 Register = Callable[["Tool"], None]
 """The ``register`` callback a ``claude_nvim_register_tools`` hook receives."""
-
-
-class ToolError(Exception):
-    """Raised by a handler for a failure the caller should read: becomes ``isError: true``."""
 
 
 @dataclass(frozen=True)
@@ -109,7 +105,6 @@ class ToolContext:
 
     tool: Tool
     editor: Editor
-    selection: SelectionTracker
     diffs: DiffRegistry
     connection: ConnectionInfo
     log: logging.Logger

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from ..big_reads import big_read
 from ..hookspecs import hookimpl
 from ..paths import candidate_paths
-from ..rpc_scheduler import big_read
 from ..tool import BOTH, JSON, Register, Tool, ToolContext, ToolResult, text_result
 
 SLICE_MS = 10
