@@ -9,6 +9,7 @@ import pytest
 import trio
 
 from claude_nvim import Tool, ToolError, jsontext, text_result
+from claude_nvim.big_reads import BigReads
 from claude_nvim.diffs import DiffRegistry
 from claude_nvim.errors import EditorError, EditorGone, EditorTimeout
 from claude_nvim.mcp import McpSession
@@ -63,7 +64,8 @@ TOOLS = {
 
 def session() -> McpSession:
     def context(tool, connection):
-        return ToolContext(tool, None, DiffRegistry(), connection, logging.getLogger("t"))
+        return ToolContext(tool, None, DiffRegistry(), connection, logging.getLogger("t"),
+                           BigReads())
 
     return McpSession(ConnectionInfo(1), TOOLS, context)
 

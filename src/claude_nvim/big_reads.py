@@ -1,4 +1,8 @@
-"""The one slot for answers of megabytes, so that they are read and sent one at a time."""
+"""The one slot for answers of megabytes, so that they are read and sent one at a time.
+
+The :class:`~claude_nvim.server.App` owns one :class:`BigReads`; tools reach it through
+:meth:`~claude_nvim.tool.ToolContext.big_read`.
+"""
 
 from __future__ import annotations
 
@@ -8,39 +12,45 @@ from collections.abc import AsyncIterator
 
 import trio
 
-BIG_READS = trio.Semaphore(1)
-"""The one slot for reads of megabytes (a whole big selection, every diagnostic); see
-:func:`big_read`."""
 _HELD_UNTIL_SENT: contextvars.ContextVar[list[trio.Semaphore] | None] = contextvars.ContextVar(
     "claude_nvim_held_until_sent", default=None)
 
 
-@contextlib.asynccontextmanager
-async def big_read() -> AsyncIterator[None]:
-    """Take the one big-read slot, so that big answers are read and sent one at a time and
-    never pile up in memory (64 concurrent 11 MB answers once peaked at 1.4 GB).
+class BigReads:
+    """One slot for reads of megabytes (a whole big selection, every diagnostic): big answers
+    never pile up in memory (64 concurrent 11 MB answers once peaked at 1.4 GB)."""
 
-    Inside :func:`answering` the slot is kept until the answer has been sent, and taking it
-    again there is free.
-    """
-    held = _HELD_UNTIL_SENT.get()
-    if held is not None and BIG_READS in held:
-        yield
-        return
-    await BIG_READS.acquire()
-    try:
-        yield
-    finally:
-        if held is None:
-            BIG_READS.release()
-        else:
-            held.append(BIG_READS)
+    def __init__(self) -> None:
+        self._slot = trio.Semaphore(1)
+
+    @contextlib.asynccontextmanager
+    async def read(self) -> AsyncIterator[None]:
+        """Take the slot for a big read.
+
+        Inside :meth:`answering` the slot is kept until the answer has been sent, and taking
+        it again there is free.
+        """
+        held = _HELD_UNTIL_SENT.get()
+        if held is not None and self._slot in held:
+            yield
+            return
+        await self._slot.acquire()
+        try:
+            yield
+        finally:
+            if held is None:
+                self._slot.release()
+            else:
+                held.append(self._slot)
+
+    @staticmethod
+    def answering() -> _Answering:
+        """The handling of one request and the sending of its answer (``with answering():``):
+        slots that :meth:`read` takes inside are released at its end."""
+        return _Answering()
 
 
-class answering:
-    """The handling of one request and the sending of its answer (``with answering():``):
-    slots that :func:`big_read` takes inside are released at its end."""
-
+class _Answering:
     __slots__ = ("_held", "_token")
 
     def __enter__(self) -> None:

@@ -17,7 +17,7 @@ import outcome
 import trio
 
 from . import diffs, jsontext, lockfile, lua_util, mentions, selection, websocket
-from .big_reads import answering
+from .big_reads import BigReads
 from .editor import Editor, parse_address
 from .mcp import McpSession, notification
 from .tool import JSON, ConnectionInfo, Exposure, Tool, ToolContext
@@ -76,6 +76,7 @@ class App:
         self.token = token or secrets.token_hex(16)
         self.selection = selection.SelectionTracker()
         self.diffs = diffs.DiffRegistry()
+        self.big_reads = BigReads()
         self.port = 0
         self.lock_path: Path | None = None
         self.environment: dict[str, str] = {}
@@ -265,11 +266,12 @@ class App:
 
     def _context(self, tool: Tool, connection: ConnectionInfo) -> ToolContext:
         editor: Editor = self.editor
-        return ToolContext(tool, editor, self.diffs, connection, self._loggers[tool.name])
+        return ToolContext(tool, editor, self.diffs, connection, self._loggers[tool.name],
+                           self.big_reads)
 
     async def _answer(self, ws: Connection, session: McpSession, message: str | bytes,
                       scope: trio.CancelScope) -> None:
-        with answering():
+        with self.big_reads.answering():
             reply = await session.handle(message, scope)
             if reply is not None:
                 await self._send(ws, reply)
