@@ -43,8 +43,9 @@ from typing import Any
 
 import trio
 
-from claude_nvim.editor import Editor, editor_for
+from claude_nvim.editor import Editor
 from claude_nvim.headless import find_nvim, headless_nvim
+from claude_nvim.nvim_client import editor_for
 
 sys.path.insert(0, str(Path(__file__).parent))
 from wsclient import TEXT, Closed, WebSocket, frame

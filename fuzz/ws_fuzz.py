@@ -21,8 +21,8 @@ from pathlib import Path
 
 import trio
 
-from claude_nvim.editor import editor_for
 from claude_nvim.headless import headless_nvim
+from claude_nvim.nvim_client import editor_for
 from claude_nvim.plugins import load_tools
 from claude_nvim.server import App
 from claude_nvim.testing import mcp_client

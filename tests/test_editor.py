@@ -11,9 +11,11 @@ from functools import partial
 import pytest
 import trio
 
-from claude_nvim.editor import EditorError, EditorGone, EditorTimeout, SocketEditor
+from claude_nvim.errors import EditorError, EditorGone, EditorTimeout
 from claude_nvim.headless import _accepts
+from claude_nvim.nvim_socket import SocketEditor
 from claude_nvim.pynvim_editor import PynvimEditor
+from claude_nvim.rpc_scheduler import EditorBase
 
 CLIENTS = {"socket": SocketEditor, "pynvim": PynvimEditor}
 
@@ -192,7 +194,7 @@ async def test_a_cancelled_queued_request_never_reaches_neovim(client_class, nvi
 
 
 async def test_the_wait_for_a_slot_has_its_own_limit(client_class, nvim_address, monkeypatch):
-    monkeypatch.setattr("claude_nvim.editor.QUEUE_TIMEOUT", 0.1)
+    monkeypatch.setattr("claude_nvim.rpc_scheduler.QUEUE_TIMEOUT", 0.1)
     async with attached(client_class, nvim_address, max_in_flight=1) as editor:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(partial(editor.exec_lua, "vim.uv.sleep(400)", timeout=None))
@@ -231,3 +233,23 @@ async def test_slow_requests_are_queued_in_neovim_fewer_at_a_time(client_class, 
         # The first goes alone, as its cost is not known yet; then two at a time.
         assert max(queued["slow"]) <= 2
         assert max(queued["cheap"]) > 4
+
+
+def test_a_client_missing_a_method_of_its_own_cannot_be_made():
+    # What a client provides is abstract in EditorBase: a forgotten one fails at once (and in
+    # mypy), not with NotImplementedError at the first request.
+    class NoSending(EditorBase):
+        async def run(self, *, task_status=trio.TASK_STATUS_IGNORED):
+            task_status.started()
+
+        def _attached(self):
+            return True
+
+        def _prepare(self, method, args):
+            return method, args
+
+        def _send_notification(self, method, args):
+            pass
+
+    with pytest.raises(TypeError, match="_send_call"):
+        NoSending("nowhere")

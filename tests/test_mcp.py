@@ -9,10 +9,11 @@ import pytest
 import trio
 
 from claude_nvim import Tool, ToolError, jsontext, text_result
+from claude_nvim.big_reads import BigReads
 from claude_nvim.diffs import DiffRegistry
+from claude_nvim.errors import EditorError, EditorGone, EditorTimeout
 from claude_nvim.mcp import McpSession
 from claude_nvim.schema import SchemaError
-from claude_nvim.selection import SelectionTracker
 from claude_nvim.tool import ConnectionInfo, ToolContext
 
 
@@ -26,6 +27,13 @@ async def fails(ctx, args):
 
 async def refuses(ctx, args):
     raise ToolError("File not found: /nope")
+
+
+def raises(error):
+    async def handler(ctx, args):
+        raise error
+
+    return handler
 
 
 async def slow(ctx, args):
@@ -46,6 +54,9 @@ TOOLS = {
     "hidden": Tool("hidden", {"type": "object"}, echo),
     "fails": Tool("fails", {"type": "object"}, fails, description="Fails."),
     "refuses": Tool("refuses", {"type": "object"}, refuses, description="Refuses."),
+    "lua_error": Tool("lua_error", {"type": "object"}, raises(EditorError("E5108: oops"))),
+    "no_answer": Tool("no_answer", {"type": "object"}, raises(EditorTimeout("no answer in 5 s"))),
+    "gone": Tool("gone", {"type": "object"}, raises(EditorGone("Neovim closed the connection"))),
     "slow": Tool("slow", {"type": "object"}, slow, description="Slow."),
     "bad": Tool("bad", {"type": "object"}, not_a_result, description="Bad."),
 }
@@ -53,8 +64,8 @@ TOOLS = {
 
 def session() -> McpSession:
     def context(tool, connection):
-        return ToolContext(tool, None, SelectionTracker(), DiffRegistry(), connection,
-                           logging.getLogger("t"))
+        return ToolContext(tool, None, DiffRegistry(), connection, logging.getLogger("t"),
+                           BigReads())
 
     return McpSession(ConnectionInfo(1), TOOLS, context)
 
@@ -234,6 +245,15 @@ async def test_failing_handlers_become_tool_errors_and_the_session_goes_on():
                        "isError": True}
     bad = (await ask(s, req("tools/call", {"name": "bad"})))["result"]
     assert bad["isError"] is True
+    assert (await ask(s, req("ping", id=8)))["result"] == {}
+
+
+async def test_editor_errors_become_tool_errors_with_their_message():
+    s = session()
+    for name, text in [("lua_error", "E5108: oops"), ("no_answer", "no answer in 5 s"),
+                       ("gone", "Neovim went away")]:
+        result = (await ask(s, req("tools/call", {"name": name})))["result"]
+        assert result == {"content": [{"type": "text", "text": text}], "isError": True}
     assert (await ask(s, req("ping", id=8)))["result"] == {}
 
 

@@ -11,10 +11,13 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from claude_nvim.editor import EditorGone, answering, big_read, editor_for
+from claude_nvim.big_reads import BigReads
+from claude_nvim.errors import EditorGone
+from claude_nvim.nvim_client import editor_for
 from claude_nvim.plugins import load_tools
 from claude_nvim.server import App
 from claude_nvim.testing import mcp_client
+from claude_nvim.tool import ConnectionInfo
 from test_mcp import TOOLS, session
 from test_server import masked_frame, raw_upgrade
 
@@ -276,14 +279,31 @@ async def test_a_client_that_stops_reading_is_dropped_and_blocks_nobody(
         nursery.cancel_scope.cancel()
 
 
+async def test_each_app_has_its_own_big_read_slot_that_its_tools_share(tmp_path):
+    # Two servers in one process (a test suite, say) do not wait on each other's big reads.
+    tool = TOOLS["echo"]
+    apps = [App(editor_for(str(tmp_path / "nvim.sock")), {"echo": tool}) for _ in range(2)]
+    first, same_app, other_app = (app._context(tool, ConnectionInfo(n))
+                                  for n, app in enumerate([apps[0], apps[0], apps[1]]))
+    async with first.big_read():
+        with trio.move_on_after(0.1) as waiting:
+            async with same_app.big_read():
+                pass
+        assert waiting.cancelled_caught
+        with trio.fail_after(1):
+            async with other_app.big_read():
+                pass
+
+
 async def test_a_big_read_slot_is_kept_until_the_answer_is_sent():
     order: list[str] = []
+    slot = BigReads()
 
     async def answer(name: str) -> None:
-        with answering():
-            async with big_read():
+        with slot.answering():
+            async with slot.read():
                 order.append(f"{name} read")
-            async with big_read():  # again, in the same answer: no deadlock
+            async with slot.read():  # again, in the same answer: no deadlock
                 order.append(f"{name} read again")
             await trio.sleep(0.05)  # sending
             order.append(f"{name} sent")
@@ -294,8 +314,8 @@ async def test_a_big_read_slot_is_kept_until_the_answer_is_sent():
         nursery.start_soon(answer, "second")
     assert order == ["first read", "first read again", "first sent",
                      "second read", "second read again", "second sent"]
-    async with big_read():  # outside an answer: released at the end of the block
+    async with slot.read():  # outside an answer: released at the end of the block
         pass
     with trio.fail_after(1):
-        async with big_read():
+        async with slot.read():
             pass

@@ -12,7 +12,8 @@ import trio
 from trio_websocket import ConnectionClosed, ConnectionRejected, open_websocket
 
 from claude_nvim import Tool, lockfile, lua_util, protocol, text_result
-from claude_nvim.editor import EditorGone, editor_for
+from claude_nvim.errors import EditorGone
+from claude_nvim.nvim_client import editor_for
 from claude_nvim.plugins import load_tools
 from claude_nvim.server import AlreadyServed, App
 from claude_nvim.testing import mcp_client, running_app

@@ -13,8 +13,8 @@ from typing import Any
 import trio
 
 from . import __version__, jsontext
-from .editor import EditorGone
-from .tool import JSON, ConnectionInfo, Tool, ToolContext, ToolError, error_result
+from .errors import EditorError, EditorGone, EditorTimeout, ToolError
+from .tool import JSON, ConnectionInfo, Tool, ToolContext, error_result
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +158,7 @@ class McpSession:
             return error_result(f"Invalid arguments for {tool.name}: {problem}")
         try:
             result = await tool.handler(self.make_context(tool, self.connection), arguments)
-        except ToolError as exc:
+        except (ToolError, EditorError, EditorTimeout) as exc:
             return error_result(str(exc))
         except EditorGone:
             return error_result("Neovim went away")

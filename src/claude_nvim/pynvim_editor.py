@@ -18,15 +18,9 @@ import msgpack
 import pynvim
 import trio
 
-from .editor import (
-    DEFAULT_TIMEOUT,
-    MAX_IN_FLIGHT,
-    EditorBase,
-    EditorError,
-    EditorGone,
-    error_text,
-    parse_address,
-)
+from .editor import DEFAULT_TIMEOUT, error_text, parse_address
+from .errors import EditorError, EditorGone
+from .rpc_scheduler import MAX_IN_FLIGHT, EditorBase
 
 log = logging.getLogger(__name__)
 

@@ -7,12 +7,15 @@ server keeps only the latest value; each connection sends the newest state it ha
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
-from .editor import Editor, EditorError, big_read
-from .tool import ToolError
+from .errors import EditorError, ToolError
+
+if TYPE_CHECKING:
+    from .editor import Editor
+    from .tool import ToolContext
 
 MODULE = "claude_nvim.selection"
 NOTIFICATION = "claude_nvim_selection"
@@ -318,11 +321,12 @@ SLICE_MS = 10
 """How long one read of a big selection may hold Neovim; the rest comes in further reads."""
 
 
-async def read_full(editor: Editor, fn: str) -> dict[str, Any] | None:
+async def read_full(ctx: ToolContext, fn: str) -> dict[str, Any] | None:
     """The selection from ``fn`` ("current" or "latest") with its full text, read in parts.
 
     Raises :class:`ToolError` when the buffer keeps changing under the read.
     """
+    editor = ctx.editor
     for _attempt in range(3):
         args = [None, SLICE_MS] if fn == "current" else [SLICE_MS]  # current: no cap
         payload: dict[str, Any] | None = await editor.call_lua(MODULE, fn, *args)
@@ -331,7 +335,7 @@ async def read_full(editor: Editor, fn: str) -> dict[str, Any] | None:
         more = payload.pop("more", None)
         if more is None:
             return payload
-        async with big_read():
+        async with ctx.big_read():
             read_rest = _read_rows if "rows" in more else _read_slices
             rest = await read_rest(editor, more)
         if rest is not None:

@@ -19,7 +19,8 @@ import trio
 
 from . import __version__ as VERSION
 from . import diffs, jsontext, lockfile, lua_util, mentions, protocol, selection, websocket
-from .editor import Editor, answering, parse_address
+from .big_reads import BigReads
+from .editor import Editor, parse_address
 from .mcp import McpSession, notification
 from .protocol import AUTH_HEADER, MAX_MESSAGE_BYTES, MODEL_PATH
 from .tool import JSON, ConnectionInfo, Exposure, Tool, ToolContext
@@ -94,6 +95,7 @@ class App:
         self.token = token or secrets.token_hex(16)
         self.selection = selection.SelectionTracker()
         self.diffs = diffs.DiffRegistry()
+        self.big_reads = BigReads()
         self.port = 0
         self.lock_path: Path | None = None
         self.environment: dict[str, str] = {}
@@ -113,7 +115,7 @@ class App:
     async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         """Serve until cancelled or until Neovim goes away; ``started`` with the port.
 
-        Raises :class:`~claude_nvim.editor.EditorGone` (in an exception group) when Neovim
+        Raises :class:`~claude_nvim.errors.EditorGone` (in an exception group) when Neovim
         quits, and :class:`AlreadyServed` when another server holds this Neovim.
         """
         async with trio.open_nursery() as nursery:
@@ -297,12 +299,12 @@ class App:
 
     def _context(self, tool: Tool, connection: ConnectionInfo) -> ToolContext:
         editor: Editor = self.editor
-        return ToolContext(tool, editor, self.selection, self.diffs, connection,
-                           self._loggers[tool.name])
+        return ToolContext(tool, editor, self.diffs, connection, self._loggers[tool.name],
+                           self.big_reads)
 
     async def _answer(self, ws: Connection, session: McpSession, message: str | bytes,
                       scope: trio.CancelScope) -> None:
-        with answering():
+        with self.big_reads.answering():
             reply = await session.handle(message, scope)
             if reply is not None:
                 await self._send(ws, reply)

@@ -33,8 +33,9 @@ import trio
 from trio_websocket import WebSocketConnection, open_websocket
 
 from . import jsontext
-from .editor import Editor, editor_for
+from .editor import Editor
 from .headless import headless_nvim
+from .nvim_client import editor_for
 from .plugins import load_tools
 from .protocol import MODEL_PATH
 from .server import App

@@ -10,12 +10,15 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from . import jsontext
+from .big_reads import BigReads
+from .errors import ToolError as ToolError
 from .schema import Checker, SchemaError, compile_checker
 
 if TYPE_CHECKING:
+    from contextlib import AbstractAsyncContextManager
+
     from .diffs import DiffRegistry
     from .editor import Editor
-    from .selection import SelectionTracker
 
 JSON = dict[str, Any]
 
@@ -37,10 +40,6 @@ Handler = Callable[["ToolContext", JSON], Awaitable[ToolResult]]
 
 Register = Callable[["Tool"], None]
 """The ``register`` callback a ``claude_nvim_register_tools`` hook receives."""
-
-
-class ToolError(Exception):
-    """Raised by a handler for a failure the caller should read: becomes ``isError: true``."""
 
 
 @dataclass(frozen=True)
@@ -109,14 +108,24 @@ class ToolContext:
 
     tool: Tool
     editor: Editor
-    selection: SelectionTracker
     diffs: DiffRegistry
     connection: ConnectionInfo
     log: logging.Logger
+    big_reads: BigReads
+    """The server's one slot for answers of megabytes; see :meth:`big_read`."""
 
     async def call_lua(self, fn: str, *args: Any) -> Any:
         """Call ``fn`` of this tool's own Lua module in Neovim: one RPC round trip."""
         return await self.editor.call_lua(self.tool.lua_module, fn, *args)
+
+    def big_read(self) -> AbstractAsyncContextManager[None]:
+        """``async with ctx.big_read():`` around reading an answer that may be megabytes.
+
+        The server reads and sends such answers one at a time, so that many of them never pile
+        up in memory: the slot is kept until this call's answer has been sent. Taking it again
+        in the same call is free.
+        """
+        return self.big_reads.read()
 
 
 def text_result(*texts: str) -> ToolResult:

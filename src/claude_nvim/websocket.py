@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 import trio
 
 from .handshake import Handshake, Refusal, accept_response, http_error
+from .socket_io import send_all
 
 log = logging.getLogger(__name__)
 
@@ -571,13 +572,6 @@ class Connection:
         log.warning("dropping a client that took nothing for %g s", timeout)
         self._end(CloseReason(1006, "the client stopped reading"))
         await self.stream.aclose()  # ends the read loop too
-
-
-async def send_all(socket: trio.socket.SocketType, data: memoryview | bytes) -> None:
-    """Send all of ``data``; raises ``OSError`` or ``trio.ClosedResourceError``."""
-    view = memoryview(data)
-    while view:
-        view = view[await socket.send(view):]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -18,7 +18,8 @@ from pathlib import Path
 import trio
 
 from .. import lockfile
-from ..editor import editor_for, leaf_errors
+from ..errors import leaf_errors
+from ..nvim_client import editor_for
 from ..protocol import MODEL_PATH
 from ..server import AlreadyServed, App
 from . import log

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 import trio
 
 from .. import lockfile
-from ..editor import editor_for, leaf_errors
+from ..errors import leaf_errors
 from ..headless import find_nvim
+from ..nvim_client import editor_for
 from ..plugins import ToolRegistryError, load_tools
 
 MIN_NVIM = (0, 10)

@@ -15,7 +15,7 @@ import trio
 from trio_websocket import ConnectionClosed, HandshakeError, WebSocketConnection, open_websocket
 
 from .. import lockfile
-from ..editor import leaf_errors
+from ..errors import leaf_errors
 from ..protocol import AUTH_HEADER, MAX_MESSAGE_BYTES, MODEL_PATH
 
 

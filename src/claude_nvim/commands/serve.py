@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 import trio
 
-from ..editor import editor_for
 from ..headless import find_nvim, headless_nvim
+from ..nvim_client import editor_for
 from ..server import App
 from . import fail, log
 from .serving import NO_NVIM, run_server, tools_to_serve

@@ -14,7 +14,7 @@ from pathlib import Path
 import trio
 
 from .. import lockfile
-from ..editor import EditorGone, leaf_errors
+from ..errors import EditorGone, leaf_errors
 from ..plugins import LoadedTools, ToolRegistryError, load_tools
 from ..server import AlreadyServed, App
 from . import fail, log

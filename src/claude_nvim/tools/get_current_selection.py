@@ -10,7 +10,7 @@ from ..tool import BOTH, JSON, Register, Tool, ToolContext, ToolResult, json_res
 
 
 async def get_current_selection(ctx: ToolContext, args: JSON) -> ToolResult:
-    payload = await read_full(ctx.editor, "current")
+    payload = await read_full(ctx, "current")
     if payload is None:
         return json_result({"success": False, "message": "No active editor found"})
     return json_result({"success": True, **payload})

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from ..editor import big_read
 from ..hookspecs import hookimpl
 from ..paths import candidate_paths
 from ..tool import BOTH, JSON, Register, Tool, ToolContext, ToolResult, text_result
@@ -130,7 +129,7 @@ async def get_diagnostics(ctx: ToolContext, args: JSON) -> ToolResult:
     if uri:
         # The CLI only trusts an answer whose uri is exactly the one it sent.
         return text_result("[" + await ctx.call_lua("for_file", uri, candidate_paths(uri)) + "]")
-    async with big_read():  # it may be megabytes
+    async with ctx.big_read():  # it may be megabytes
         part = await ctx.call_lua("all", 1, SLICE_MS)
         files: list[str] = part["files"]
         while part.get("next") is not None:  # a slice of the buffers per call: see M.all

@@ -11,7 +11,7 @@ from ..tool import BOTH, JSON, Register, Tool, ToolContext, ToolResult, json_res
 
 
 async def get_latest_selection(ctx: ToolContext, args: JSON) -> ToolResult:
-    payload = await read_full(ctx.editor, "latest")
+    payload = await read_full(ctx, "latest")
     if payload is None:
         return json_result({"success": False, "message": "No selection history"})
     return json_result({"success": True, **payload})
