@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import math
 import os
 import socket
 from collections.abc import Awaitable, Callable
@@ -48,6 +49,8 @@ FRAMES_PER_FEED = 256
 of empty pings is 43,690 frames: parsed in one go, they held the whole server for 0.5 s."""
 MAX_UNFINISHED = 256
 """Connections that may be in the opening handshake at once (fewer with few open files)."""
+REFUSAL_QUIET_SECONDS = 60.0
+"""Out of file descriptors, the refusal is logged at most this often."""
 RECEIVE_BYTES = 256 * 1024
 WRITE_CHUNK = 256 * 1024
 """A peer must take this much within the stall timeout, or it is dropped."""
@@ -644,8 +647,10 @@ async def serve(handler: Handler, port: int, *, max_message_size: int, handshake
 async def _accept(listener: trio.SocketListener,
                   handle: Callable[[trio.SocketStream], Awaitable[None]],
                   nursery: trio.Nursery) -> None:
-    """Accept connections; out of file descriptors, retry, saying so once (not per retry)."""
-    refused = False
+    """Accept connections; out of file descriptors, retry, saying so at most once a minute
+    (dropping a stale handshake frees a descriptor now and then, so an outage flaps)."""
+    said_refused = False
+    quiet_until = -math.inf
     async with listener:
         while True:
             try:
@@ -653,15 +658,16 @@ async def _accept(listener: trio.SocketListener,
             except OSError as exc:
                 if exc.errno not in _NO_ROOM_ERRNOS:
                     raise
-                if not refused:
+                if trio.current_time() >= quiet_until:
                     log.error("cannot accept connections (%s); retrying until some close",
                               os.strerror(exc.errno or 0))
-                    refused = True
+                    said_refused = True
+                    quiet_until = trio.current_time() + REFUSAL_QUIET_SECONDS
                 await trio.sleep(0.1)
                 continue
-            if refused:
+            if said_refused:
                 log.warning("accepting connections again")
-                refused = False
+                said_refused = False
             nursery.start_soon(handle, stream)
 
 
