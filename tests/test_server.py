@@ -370,7 +370,7 @@ async def test_a_server_replaces_one_that_died(nvim_address, nvim, tmp_path):
     assert await nvim.exec_lua(COUNT_AUTOCMDS) == 0  # a clean stop takes them all away
     # Simulate a crash: the claim and the autocmds are still there, for a channel now gone.
     await nvim.exec_lua("vim.g.claude_nvim_server = {channel = 999, pid = 1, port = 1}\n"
-                        "package.loaded['claude_nvim'].start(999)")
+                        "package.loaded['claude_nvim.core'].start(999)")
     assert await nvim.exec_lua(COUNT_AUTOCMDS) > 0
     async with running_app(nvim_address, lock_directory=tmp_path / "b") as app:
         assert first > 0
@@ -382,7 +382,7 @@ async def test_a_server_replaces_one_that_died(nvim_address, nvim, tmp_path):
 async def test_lua_errors_reach_the_server_log_not_messages(app, nvim, caplog):
     await nvim.exec_lua(
         "vim.api.nvim_create_autocmd('User', {pattern = 'Boom', callback ="
-        " package.loaded['claude_nvim'].guard(function() error('kaboom in lua') end)})")
+        " package.loaded['claude_nvim.core'].guard(function() error('kaboom in lua') end)})")
     await nvim.request("nvim_command", "doautocmd User Boom")
     with trio.fail_after(5):
         while not any("kaboom in lua" in r.getMessage() for r in caplog.records):
@@ -396,10 +396,11 @@ async def test_lua_log_calls_of_any_level_reach_the_server_log(app, nvim, caplog
     levels = {"notice": logging.INFO, "warn": logging.WARNING, "WARNING": logging.WARNING,
               "trace": logging.DEBUG, "fatal": logging.CRITICAL, "whatever": logging.WARNING}
     for level in levels:
-        await nvim.exec_lua("package.loaded['claude_nvim'].log(...)", level, f"said at {level}")
-    await nvim.exec_lua("package.loaded['claude_nvim'].log(vim.log.levels.WARN, 'said at 3')")
+        await nvim.exec_lua("package.loaded['claude_nvim.core'].log(...)", level,
+                            f"said at {level}")
+    await nvim.exec_lua("package.loaded['claude_nvim.core'].log(vim.log.levels.WARN, 'said at 3')")
     levels[3] = logging.WARNING
-    await nvim.exec_lua("package.loaded['claude_nvim'].log(nil, 'said at nil')")
+    await nvim.exec_lua("package.loaded['claude_nvim.core'].log(nil, 'said at nil')")
     levels[None] = logging.ERROR
     seen = {}
     with trio.fail_after(5):
@@ -560,3 +561,19 @@ async def test_a_client_gone_while_its_reading_waits_has_its_calls_cancelled(
         with trio.fail_after(5):
             while len(cancelled) < MAX_IN_FLIGHT:
                 await trio.sleep(0.05)
+
+
+async def test_a_stopping_server_leaves_a_neovim_plugins_modules_alone(nvim_address, nvim,
+                                                                       tmp_path):
+    # The plugin owns `claude_nvim` and may add `claude_nvim.*` modules of its own; the
+    # server's modules are claude_nvim.core and the ones it installed, and it stops only those.
+    await nvim.exec_lua("""
+        _G.plugin_stops = 0
+        package.loaded['claude_nvim'] = {
+          stop = function() _G.plugin_stops = _G.plugin_stops + 1 end}
+        package.loaded['claude_nvim.terminal'] = package.loaded['claude_nvim']""")
+    async with running_app(nvim_address, lock_directory=tmp_path):
+        assert await nvim.exec_lua("return package.loaded['claude_nvim.core'] ~= nil")
+    assert await nvim.exec_lua("return _G.plugin_stops") == 0
+    assert await nvim.exec_lua("return package.loaded['claude_nvim'] ~= nil")
+    assert await nvim.exec_lua(COUNT_AUTOCMDS) == 0  # its own were all stopped

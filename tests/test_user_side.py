@@ -253,7 +253,7 @@ async def test_a_message_wider_than_the_screen_never_stops_neovim_at_a_prompt(
         await nvim.request("nvim_command", options)
     said = "Claude's edit of " + "/very/long/path" * 10 + " is not shown"
     with trio.fail_after(5):  # a prompt would hold this call
-        await nvim.exec_lua("package.loaded['claude_nvim'].tell(...)", said, "WARN")
+        await nvim.exec_lua("package.loaded['claude_nvim.core'].tell(...)", said, "WARN")
     assert (await nvim.request("nvim_get_mode"))["blocking"] is False
     messages = await nvim.exec_lua("return vim.api.nvim_exec2('messages', {output=true}).output")
     assert "claude-nvim: Claude's edit of /very/long/path" in messages  # cut at worst

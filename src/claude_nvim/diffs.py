@@ -19,7 +19,7 @@ Status = Literal["pending", "accepted", "rejected"]
 
 LUA = f"local EVENT = '{NOTIFICATION}'\n" + r"""
 local api = vim.api
-local core = package.loaded['claude_nvim']
+local core = package.loaded['claude_nvim.core']
 local M = {}
 local diffs = {}  -- id -> {tab, target, proposal, scratch, group, tick, resolved}
 

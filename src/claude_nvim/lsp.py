@@ -104,7 +104,7 @@ def lua_module(body: str) -> str:
 PRELUDE = r"""
 local api = vim.api
 local uv = vim.uv or vim.loop
-local core = package.loaded['claude_nvim']
+local core = package.loaded['claude_nvim.core']
 local NEW_API = vim.fn.has('nvim-0.11') == 1
 local islist = vim.islist or vim.tbl_islist
 local M = {}

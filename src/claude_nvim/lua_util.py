@@ -1,4 +1,4 @@
-"""The shared Neovim half: the ``claude_nvim`` Lua module every tool may use.
+"""The shared Neovim half: the ``claude_nvim.core`` Lua module every tool may use.
 
 It holds the helpers tools share (UTF-16 columns, the "active editor" test, finding a buffer
 by path), the guarded notification channel back to the server, and the per-server state in
@@ -13,7 +13,7 @@ import os
 
 log = logging.getLogger(__name__)
 
-MODULE = "claude_nvim"
+MODULE = "claude_nvim.core"
 
 LUA = r"""
 local api = vim.api
@@ -233,8 +233,9 @@ local function remember_mtime(buf)
   end
 end
 
-function M.start(chan, max_file_bytes)
+function M.start(chan, max_file_bytes, modules)
   M.chan = chan
+  M.modules = modules or {}
   M.max_file_bytes = max_file_bytes or M.max_file_bytes
   local group = api.nvim_create_augroup('claude_nvim', { clear = true })
   -- Neovim keeps a buffer's file time to itself; we keep our own, so that a write never
@@ -285,8 +286,9 @@ end
 function M.unload(chan)
   local info = vim.g.claude_nvim_server
   if chan == nil or type(info) ~= 'table' or info.channel ~= chan then return false end
-  for name, mod in pairs(package.loaded) do
-    if name:match('^claude_nvim%.') and type(mod) == 'table' and mod.stop then pcall(mod.stop) end
+  for _, name in ipairs(M.modules or {}) do  -- ours only: a Neovim plugin may share the prefix
+    local mod = package.loaded[name]
+    if mod ~= M and type(mod) == 'table' and mod.stop then pcall(mod.stop) end
   end
   pcall(api.nvim_del_augroup_by_name, 'claude_nvim')
   if M.port and vim.env.CLAUDE_CODE_SSE_PORT == tostring(M.port) then
@@ -310,7 +312,7 @@ local info = vim.g.claude_nvim_server
 if type(info) == 'table' and info.channel ~= nil and info.channel ~= chan then
   -- A closed channel has no id (Neovim 0.10 gives its info as {[true] = 6}, not {}).
   if vim.api.nvim_get_chan_info(info.channel).id ~= nil then return info end
-  local core = package.loaded['claude_nvim']
+  local core = package.loaded['claude_nvim.core']
   if type(core) == 'table' and core.unload then pcall(core.unload, info.channel) end
 end
 vim.g.claude_nvim_server = { channel = chan, pid = pid, port = vim.NIL }

@@ -13,7 +13,7 @@ QUEUE_SECONDS = 10.0
 
 LUA = f"local EVENT = '{NOTIFICATION}'\n" + r"""
 local api = vim.api
-local core = package.loaded['claude_nvim']
+local core = package.loaded['claude_nvim.core']
 local M = {}
 
 local function warn(msg) vim.notify('claude-nvim: ' .. msg, vim.log.levels.WARN) end

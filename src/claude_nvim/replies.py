@@ -5,7 +5,7 @@ output), and Lua must never block Neovim waiting for them. :func:`call_lua_async
 ``fn(reply_id, ...)`` in the tool's Lua module; that function starts the work and returns at
 once, and when the work is done Lua sends the answer as a notification::
 
-    package.loaded['claude_nvim'].notify('claude_nvim_reply', reply_id, ok, value)
+    package.loaded['claude_nvim.core'].notify('claude_nvim_reply', reply_id, ok, value)
 
 ``ok`` true: ``value`` is the answer. ``ok`` false: ``value`` is a message for the caller
 (the tool call fails with it, ``isError: true``). ``value`` must not be ``nil``.

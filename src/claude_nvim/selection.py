@@ -33,7 +33,7 @@ READ_ROWS = 5000
 LUA = (f"local CAP, WINDOW_MS, EVENT, LUA_ROWS = {TEXT_CAP}, {WINDOW_MS}, '{NOTIFICATION}', "
        f"{LUA_ROWS}\n") + r"""
 local api = vim.api
-local core = package.loaded['claude_nvim']
+local core = package.loaded['claude_nvim.core']
 local M = {}
 local VISUAL = { v = 'v', V = 'V', ['\22'] = '\22', s = 'v', S = 'V', ['\19'] = '\22' }
 

@@ -145,7 +145,8 @@ class App:
         await editor.exec_lua(lua_util.INSTALL_LUA, modules)
         await editor.request("nvim_set_client_info", "claude-nvim", CLIENT_VERSION,
                              "remote", {}, {"pid": os.getpid()})
-        await editor.call_lua(lua_util.MODULE, "start", editor.channel_id, self.max_file_bytes)
+        await editor.call_lua(lua_util.MODULE, "start", editor.channel_id, self.max_file_bytes,
+                              [name for name, _ in modules])
         await editor.call_lua(selection.MODULE, "start")
         async with trio.open_nursery() as nursery:
             self._nursery = nursery

@@ -8,7 +8,7 @@ import claude_nvim
 
 LUA = r"""
 local api = vim.api
-local core = package.loaded['claude_nvim']
+local core = package.loaded['claude_nvim.core']
 local M = {}
 
 function M.stats(path, first, last)

@@ -12,7 +12,7 @@ import claude_nvim
 
 LUA = r"""
 local api = vim.api
-local core = package.loaded['claude_nvim']
+local core = package.loaded['claude_nvim.core']
 local M = {}
 
 -- The buffer's name and lines; Python asks git and computes the hunks, off Neovim's loop.

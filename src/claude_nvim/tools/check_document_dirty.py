@@ -7,7 +7,7 @@ from ..paths import candidate_paths
 from ..tool import IDE, JSON, Register, Tool, ToolContext, ToolResult, json_result
 
 LUA = r"""
-local core = package.loaded['claude_nvim']
+local core = package.loaded['claude_nvim.core']
 local M = {}
 
 function M.check(candidates)

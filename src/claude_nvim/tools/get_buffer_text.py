@@ -12,7 +12,7 @@ MAX_BYTES = 100_000
 
 LUA = r"""
 local api = vim.api
-local core = package.loaded['claude_nvim']
+local core = package.loaded['claude_nvim.core']
 local M = {}
 
 -- `s` cut to at most `n` bytes, not inside a UTF-8 sequence.

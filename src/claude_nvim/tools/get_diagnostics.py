@@ -11,7 +11,7 @@ SLICE_MS = 10
 
 LUA = r"""
 local api = vim.api
-local core = package.loaded['claude_nvim']
+local core = package.loaded['claude_nvim.core']
 local M = {}
 local SEVERITY = { 'Error', 'Warning', 'Information', 'Hint' }
 

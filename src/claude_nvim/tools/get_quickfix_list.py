@@ -12,7 +12,7 @@ MAX_TEXT_BYTES = 500
 LUA = r"""
 local api = vim.api
 local uv = vim.uv or vim.loop
-local core = package.loaded['claude_nvim']
+local core = package.loaded['claude_nvim.core']
 local M = {}
 local TYPES = { E = 'Error', W = 'Warning', I = 'Info', N = 'Note', H = 'Hint' }
 

@@ -20,7 +20,7 @@ from ..tool import (
 
 LUA = r"""
 local api = vim.api
-local core = package.loaded['claude_nvim']
+local core = package.loaded['claude_nvim.core']
 local M = {}
 
 -- Not filereadable(): it expands $VARS, and file names may contain '$'.

@@ -8,7 +8,7 @@ from ..tool import IDE, JSON, Register, Tool, ToolContext, ToolResult, json_resu
 
 LUA = r"""
 local api = vim.api
-local core = package.loaded['claude_nvim']
+local core = package.loaded['claude_nvim.core']
 local M = {}
 
 function M.save(candidates)
