@@ -171,7 +171,9 @@ async def test_at_most_max_in_flight_requests_are_sent_to_neovim(client_class, n
         seen: dict[int, object] = {}
 
         async def ask(n: int) -> None:
-            seen[n] = await editor.exec_lua("vim.uv.sleep(100) return vim.g.marker")
+            # Long enough that a loaded machine's stall cannot let the first answer (and with
+            # it the third request) overtake the notification below.
+            seen[n] = await editor.exec_lua("vim.uv.sleep(400) return vim.g.marker")
 
         async with trio.open_nursery() as nursery:
             for n in range(3):
