@@ -1,0 +1,64 @@
+"""Several Claudes: which terminal a claude runs in, and who gets an @-mention."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from claude_nvim.claudes import Claude, Claudes, Terminal, parent_pid
+
+# A made-up process tree: 100 (nvim) -> 200 (terminal job: claude-nvim claude) -> 201 (claude);
+# 100 -> 300 (terminal job: a shell) -> 301 (claude); 400 runs outside Neovim.
+PARENTS = {201: 200, 200: 100, 301: 300, 300: 100, 100: 1, 400: 1}
+TERMINALS = [Terminal(buffer=5, job_pid=200), Terminal(buffer=9, job_pid=300)]
+
+
+def claudes() -> Claudes:
+    return Claudes(parent_of=PARENTS.get)
+
+
+def test_a_claude_belongs_to_the_terminal_its_process_descends_from():
+    registry = claudes()
+    assert registry.terminal_of(201, TERMINALS) == TERMINALS[0]  # the job's child
+    assert registry.terminal_of(300, TERMINALS) == TERMINALS[1]  # the job itself
+    assert registry.terminal_of(400, TERMINALS) is None  # outside Neovim
+    assert registry.terminal_of(None, TERMINALS) is None
+
+
+def test_the_mention_goes_to_the_claude_of_the_terminal_visited_last():
+    registry = claudes()
+    first = Claude(1, 201, registry.terminal_of(201, TERMINALS))
+    second = Claude(2, 301, registry.terminal_of(301, TERMINALS))
+    registry.add(first)
+    registry.add(second)
+    assert registry.mention_target([5, 9]) is first
+    assert registry.mention_target([9, 5]) is second
+    # A terminal without a Claude (its claude exited) is passed over.
+    registry.remove(2)
+    assert registry.mention_target([9, 5]) is first
+
+
+def test_with_no_visited_terminal_the_latest_claude_gets_it():
+    registry = claudes()
+    assert registry.mention_target([]) is None
+    registry.add(Claude(1, 201, TERMINALS[0]))
+    registry.add(Claude(2, 400, None))
+    assert registry.mention_target([]).connection_id == 2
+    assert registry.mention_target([42]).connection_id == 2  # a terminal of no Claude
+
+
+def test_labels_name_the_terminal_else_the_pid():
+    assert Claude(1, 201, TERMINALS[0]).label() == "the Claude in terminal buffer 5"
+    assert Claude(2, 400).label() == "the Claude with pid 400"
+
+
+def test_the_real_parent_of_a_real_process():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"])
+    try:
+        assert parent_pid(child.pid) == os.getpid()
+        assert Claudes().terminal_of(child.pid, [Terminal(1, os.getpid())]) is not None
+    finally:
+        child.kill()
+        child.wait()
+    assert parent_pid(child.pid) is None  # gone
