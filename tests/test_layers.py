@@ -13,15 +13,17 @@ PACKAGE = Path(claude_nvim.__file__).parent
 
 LAYERS: list[tuple[str, set[str]]] = [
     ("foundations", {"errors", "jsontext", "paths", "schema", "socket_io", "big_reads",
-                     "protocol", "lockfile", "headless", "lua_util", "mentions", "diffs"}),
+                     "protocol", "lockfile", "headless", "lua_util", "mentions", "diffs",
+                     "outboxes"}),
     ("the Editor interface", {"editor"}),
     ("request scheduling", {"rpc_scheduler"}),
     ("Neovim clients", {"nvim_socket", "pynvim_editor"}),
     ("choosing a client", {"nvim_client"}),
-    ("the tool API", {"tool", "hookspecs"}),
+    ("the tool API", {"tool", "hookspecs", "feature"}),
     ("tools and what they share", {"tools", "tools.*", "replies", "lsp", "selection",
                                    "plugins"}),
-    ("the wire", {"mcp", "handshake", "websocket"}),
+    ("the wire", {"mcp", "handshake", "websocket", "workers"}),
+    ("the features the server runs", {"features"}),
     ("the server", {"server"}),
     ("entry points", {"commands", "commands.*", "testing", "cli", "__main__"}),
 ]
