@@ -325,6 +325,19 @@ async def test_the_tools_are_model_tools(app, model):
     assert not ide_names & set(names)
 
 
+async def test_the_tools_share_one_copy_of_the_lsp_lua(app, nvim):
+    # One module, one table of pending requests: each tool's module only adds its M.run.
+    shared = await nvim.exec_lua("""
+        local lsp, shared = package.loaded['claude_nvim.lsp'], 0
+        for _, name in ipairs({'lspDefinition', 'lspReferences', 'lspHover',
+                               'lspDocumentSymbols', 'lspWorkspaceSymbols'}) do
+          local m = package.loaded['claude_nvim.tools.' .. name]
+          if lsp and m.cancel == lsp.cancel and m.stop == nil then shared = shared + 1 end
+        end
+        return shared""")
+    assert shared == 5
+
+
 # A language server in Lua, inside Neovim, for what pylsp does not do.
 
 FAKE_SERVER = """

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import stat
+from pathlib import Path
 
 import pytest
 import trio
@@ -351,7 +353,8 @@ async def test_a_dead_channels_leftover_lua_leaves_the_owner_alone(app, nvim):
     sent = await nvim.exec_lua(
         "local stale = assert(loadstring(...))()\n"
         "stale.chan = 999\n"
-        "return stale.notify('claude_nvim_log', 'info', 'x')", lua_util.LUA)
+        "return stale.notify('claude_nvim_log', 'info', 'x')",
+        lua_util.shared_module("core").source)
     assert sent is False
     await assert_serving(app, nvim)
 
@@ -370,7 +373,7 @@ async def test_a_server_replaces_one_that_died(nvim_address, nvim, tmp_path):
     assert await nvim.exec_lua(COUNT_AUTOCMDS) == 0  # a clean stop takes them all away
     # Simulate a crash: the claim and the autocmds are still there, for a channel now gone.
     await nvim.exec_lua("vim.g.claude_nvim_server = {channel = 999, pid = 1, port = 1}\n"
-                        "package.loaded['claude_nvim.core'].start(999)")
+                        "package.loaded['claude_nvim.core'].setup({chan = 999})")
     assert await nvim.exec_lua(COUNT_AUTOCMDS) > 0
     async with running_app(nvim_address, lock_directory=tmp_path / "b") as app:
         assert first > 0
@@ -389,6 +392,26 @@ async def test_lua_errors_reach_the_server_log_not_messages(app, nvim, caplog):
             await trio.sleep(0.01)
     messages = await nvim.exec_lua("return vim.api.nvim_exec2('messages', {output=true}).output")
     assert "kaboom" not in messages
+
+
+async def test_a_lua_error_names_the_lua_file_and_line(app, nvim, caplog):
+    # The shared modules are real files: an error in one names the file and the line there,
+    # in the message and in the traceback.
+    await nvim.exec_lua(
+        "local core, selection = require('claude_nvim.core'), require('claude_nvim.selection')\n"
+        "core.guard(function() selection.slice(nil, 10) end)()\n"
+        "local _, trace = xpcall(selection.slice, debug.traceback, nil, 10)\n"
+        "core.log('error', trace)")
+    with trio.fail_after(5):
+        while len(logged := [r.getMessage() for r in caplog.records
+                             if "attempt to index" in r.getMessage()]) < 2:
+            await trio.sleep(0.01)
+    source = (Path(lua_util.__file__).parent / "lua" / "selection.lua").read_text().splitlines()
+    for message in logged:
+        line = int(re.search(r"claude_nvim/lua/selection\.lua:(\d+): attempt to index",
+                             message)[1])
+        assert source[line - 1].strip() == "local buf = more.buf"
+    assert re.search(r"claude_nvim/lua/selection\.lua:\d+: in function", logged[1])
 
 
 async def test_lua_log_calls_of_any_level_reach_the_server_log(app, nvim, caplog):
@@ -506,7 +529,7 @@ async def test_a_client_that_never_finishes_the_handshake_is_dropped(nvim_addres
 async def test_a_connection_has_a_bounded_number_of_calls_in_the_works(nvim_address, tmp_path):
     """A client that pipelines thousands of calls gets backpressure: the server reads no more
     while MAX_IN_FLIGHT are being answered, and answers every one in the end."""
-    from claude_nvim.server import MAX_IN_FLIGHT
+    from claude_nvim.workers import MAX_IN_FLIGHT
     release = trio.Event()
     started = []
 
@@ -541,7 +564,7 @@ async def test_a_connection_has_a_bounded_number_of_calls_in_the_works(nvim_addr
 
 async def test_a_client_gone_while_its_reading_waits_has_its_calls_cancelled(
         nvim_address, tmp_path):
-    from claude_nvim.server import MAX_IN_FLIGHT
+    from claude_nvim.workers import MAX_IN_FLIGHT
     cancelled = []
 
     async def wait(ctx, args):

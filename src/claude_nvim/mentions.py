@@ -1,8 +1,9 @@
 """@-mentions: the user's commands that send a selection or a file to Claude (``at_mentioned``).
 
 ``:ClaudeNvimSend`` sends the selected lines (or the current line); ``:ClaudeNvimAdd {path}
-[start] [end]`` sends a file, a line range of it, or a directory. The server broadcasts them;
-with no client ready it queues them for a while (:data:`QUEUE_SECONDS`).
+[start] [end]`` sends a file, a line range of it, or a directory (both in ``lua/mentions.lua``).
+The server broadcasts them; with no client ready it queues them for a while
+(:data:`QUEUE_SECONDS`, :class:`~claude_nvim.outboxes.Outboxes`).
 """
 
 from __future__ import annotations
@@ -10,47 +11,3 @@ from __future__ import annotations
 MODULE = "claude_nvim.mentions"
 NOTIFICATION = "claude_nvim_mention"
 QUEUE_SECONDS = 10.0
-
-LUA = f"local EVENT = '{NOTIFICATION}'\n" + r"""
-local api = vim.api
-local core = package.loaded['claude_nvim.core']
-local M = {}
-
-local function warn(msg) vim.notify('claude-nvim: ' .. msg, vim.log.levels.WARN) end
-
-local function send(mention)
-  if not core.notify(EVENT, mention) then warn('the claude-nvim server is not running') end
-end
-
-function M.send(opts)
-  if not core.is_editor(0) then return warn('not a file buffer: nothing to send') end
-  local first, last = opts.line1, opts.line2
-  if opts.range == 0 then first = api.nvim_win_get_cursor(0)[1]; last = first end
-  send({ filePath = api.nvim_buf_get_name(0), lineStart = first - 1, lineEnd = last - 1 })
-end
-
-function M.add(opts)
-  local args = opts.fargs
-  local path = core.absolute(args[1])
-  local stat = (vim.uv or vim.loop).fs_stat(path)  -- not isdirectory(): it expands $VARS
-  if stat == nil then return warn('no such file or directory: ' .. path) end
-  if stat.type == 'directory' then return send({ filePath = (path:gsub('/$', '')) }) end
-  local start, stop = tonumber(args[2]), tonumber(args[3] or args[2])
-  if args[2] and (not start or not stop or start < 1 or stop < start) then
-    return warn('line numbers must be 1-based, start <= end: ' .. table.concat(args, ' ', 2))
-  end
-  send({ filePath = path, lineStart = start and start - 1, lineEnd = stop and stop - 1 })
-end
-
-function M.stop()
-  pcall(api.nvim_del_user_command, 'ClaudeNvimSend')
-  pcall(api.nvim_del_user_command, 'ClaudeNvimAdd')
-end
-
-api.nvim_create_user_command('ClaudeNvimSend', function(o) core.guard(M.send)(o) end, {
-  range = true, desc = 'claude-nvim: send the selected lines (or this line) to Claude' })
-api.nvim_create_user_command('ClaudeNvimAdd', function(o) core.guard(M.add)(o) end, {
-  nargs = '+', complete = 'file', desc = 'claude-nvim: send a file or directory to Claude' })
-
-return M
-"""

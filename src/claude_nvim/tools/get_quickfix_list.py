@@ -11,7 +11,6 @@ MAX_TEXT_BYTES = 500
 
 LUA = r"""
 local api = vim.api
-local uv = vim.uv or vim.loop
 local core = package.loaded['claude_nvim.core']
 local M = {}
 local TYPES = { E = 'Error', W = 'Warning', I = 'Info', N = 'Note', H = 'Hint' }
@@ -31,27 +30,6 @@ local function editor_window()
   return nil
 end
 
--- Line `row` (0-based) of buffer `buf`: from the buffer when loaded, else from its file,
--- read once; at most 4 MB of files per call (then nil: the column stays a byte column).
-local function line_reader()
-  local files, budget = {}, 4 * 1024 * 1024
-  return function(buf, path, row)
-    if api.nvim_buf_is_loaded(buf) then
-      return api.nvim_buf_get_lines(buf, row, row + 1, false)[1]
-    end
-    if files[path] == nil then
-      local stat = uv.fs_stat(path)
-      local ok, lines = false, nil
-      if stat and stat.type == 'file' and stat.size <= budget then
-        budget = budget - stat.size
-        ok, lines = pcall(vim.fn.readfile, path)
-      end
-      files[path] = ok and lines or {}
-    end
-    return files[path][row + 1]
-  end
-end
-
 function M.get(which, max_items, max_text)
   local get = vim.fn.getqflist
   if which == 'location' then
@@ -63,7 +41,7 @@ function M.get(which, max_items, max_text)
   end
   local info = get({ title = 1, items = 1 })
   info.idx = get({ idx = 0 }).idx  -- with `items`, `idx` would pick that one item
-  local read = line_reader()
+  local read = core.reader()
   local items = {}
   for i = 1, math.min(#info.items, max_items) do
     local it = info.items[i]
@@ -74,7 +52,7 @@ function M.get(which, max_items, max_text)
       if name ~= '' then path = core.absolute(name); item.uri = core.file_url(path) end
     end
     local function character(row, col)  -- 1-based byte column -> 0-based UTF-16
-      local text = path and it.vcol == 0 and read(it.bufnr, path, row)
+      local text = path and it.vcol == 0 and read(path, row, it.bufnr)
       return text and core.utf16(text, col - 1) or (col - 1)
     end
     if it.lnum and it.lnum > 0 then

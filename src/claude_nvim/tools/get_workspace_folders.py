@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from ..hookspecs import hookimpl
-from ..lua_util import MODULE as CORE
+from ..lua_util import CORE
 from ..paths import file_url
 from ..tool import BOTH, JSON, Register, Tool, ToolContext, ToolResult, json_result
 

@@ -16,7 +16,7 @@ function M.run(id, req)
     return L.run(id, req, METHOD, function() return params end, convert)
   end
   -- No file: every language server running in Neovim that can answer.
-  pending[id] = { phase = 'asking the language servers' }
+  L.begin(id, 'asking the language servers')
   L.guard(id, function()
     local clients = L.ready(nil, METHOD)
     if #clients == 0 then return L.fail(id, L.no_client(nil, METHOD)) end

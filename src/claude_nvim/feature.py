@@ -1,0 +1,70 @@
+"""What a feature is: one part of claude-nvim with a Neovim half, which the App runs.
+
+The App (:mod:`claude_nvim.server`) does not know the features by name: it iterates the list
+:func:`claude_nvim.features.built_in` returns, as tox iterates its internal plugins. Adding a
+feature is writing one :class:`Feature` subclass and adding one object to that list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from .lua_util import LuaModule
+
+if TYPE_CHECKING:
+    import trio
+
+    from .editor import Editor
+
+JSON = dict[str, Any]
+NotificationHandler = Callable[[list[Any]], None]
+"""Called with a Neovim notification's arguments, in the editor's task: it must not block."""
+Send = Callable[[JSON], Awaitable[bool]]
+"""Sends one message to one client; ``False`` once the client is gone."""
+
+
+class Feature:
+    """One part of claude-nvim with a Neovim half. What the App does with each, in list order:
+
+    1. At start, it installs every feature's :attr:`lua` module (then the tools' modules) in
+       one call, and routes the Neovim notifications named in :meth:`notifications` to their
+       handlers.
+    2. ``await feature.start(editor, nursery)``: by default, the Lua module's
+       ``setup(opts)`` with :meth:`options`. ``nursery`` lives as long as the server.
+    3. For each IDE client, once it listens: ``await feature.push(send)`` in a task of its
+       own, cancelled when the client goes.
+    4. When a client disconnects: ``await feature.disconnected(editor, client_id)``.
+    5. At the end, core's Lua ``unload`` calls each installed module's ``stop()`` (the last
+       installed first), then the App calls :meth:`stop` here, last feature first.
+
+    Every method has a default that does nothing beyond step 2, so a feature overrides only
+    what it has. Budgets (docs/architecture.md): a notification handler runs in the editor's
+    task and must not block; Lua's per-keystroke work stays in Lua, cheap.
+    """
+
+    lua: LuaModule | None = None
+    """Its Lua module, with ``setup(opts)`` and ``stop()``: usually
+    ``lua_util.shared_module("<name>")`` (``claude_nvim/lua/<name>.lua``)."""
+
+    def notifications(self) -> Mapping[str, NotificationHandler]:
+        """The Neovim notifications it handles: event name -> handler."""
+        return {}
+
+    def options(self, editor: Editor) -> JSON:
+        """The ``opts`` its Lua module's ``setup(opts)`` gets."""
+        return {}
+
+    async def start(self, editor: Editor, nursery: trio.Nursery) -> None:
+        """Start it, once its Lua is installed: by default, ``setup(self.options(editor))``."""
+        if self.lua is not None:
+            await editor.call_lua(self.lua.name, "setup", self.options(editor))
+
+    async def push(self, send: Send) -> None:
+        """Send one IDE client this feature's notifications, for as long as it listens."""
+
+    async def disconnected(self, editor: Editor, client_id: int) -> None:
+        """A client went away: let go of what it owned."""
+
+    def stop(self) -> None:
+        """The server stops (Neovim's half has been switched off already)."""

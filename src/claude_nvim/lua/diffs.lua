@@ -1,0 +1,151 @@
+-- claude_nvim.diffs: diff review's Neovim half. Each diff the server opens is a tab (the target
+-- file | an editable proposal); the user's verdict (:w or :ClaudeNvimDiffAccept accepts, closing
+-- the proposal or :ClaudeNvimDiffDeny rejects) goes to the server exactly once.
+-- Lifecycle: setup(opts) / stop(); opts (from diffs.py): event.
+local api = vim.api
+local core = require('claude_nvim.core')
+local M = {}
+local EVENT  -- set by M.setup, from diffs.py
+local diffs = {}  -- id -> {tab, target, proposal, scratch, group, tick, resolved}
+
+local function resolve(id, status)
+  local d = diffs[id]
+  if d == nil or d.resolved then return end
+  d.resolved = true
+  local result = vim.NIL
+  if status == 'accepted' then
+    local prop = d.proposal
+    local edited = api.nvim_buf_get_changedtick(prop) ~= d.tick
+    result = { edited = edited }
+    if edited then result.lines = api.nvim_buf_get_lines(prop, 0, -1, false) end
+    -- The proposal stays on screen, read-only, until the CLI's close_tab.
+    vim.bo[prop].modified = false
+    vim.bo[prop].modifiable = false
+  end
+  core.notify(EVENT, id, status, result)
+end
+
+-- The diff shown in the current tab (or whose proposal is the current buffer), if any.
+local function current_id()
+  local tab, buf = api.nvim_get_current_tabpage(), api.nvim_get_current_buf()
+  for id, d in pairs(diffs) do
+    if not d.resolved and (d.tab == tab or d.proposal == buf) then return id end
+  end
+  return nil
+end
+
+function M.accept_current()
+  local id = current_id()
+  if id == nil then return vim.notify('claude-nvim: no pending diff here', vim.log.levels.WARN) end
+  resolve(id, 'accepted')
+end
+
+function M.deny_current()
+  local id = current_id()
+  if id == nil then return vim.notify('claude-nvim: no pending diff here', vim.log.levels.WARN) end
+  resolve(id, 'rejected')
+end
+
+-- Open diff `id`: a new tab with the target file (an empty scratch buffer for a new file)
+-- beside an editable proposal buffer that no :w can write to disk.
+function M.open(id, candidates, lines, tab_name)
+  -- The first candidate that exists on disk (it is an edit), else the first (a new file).
+  local path, exists = core.absolute(candidates[1]), false
+  for _, candidate in ipairs(candidates) do
+    if (vim.uv or vim.loop).fs_stat(core.absolute(candidate)) then
+      path, exists = core.absolute(candidate), true
+      break
+    end
+  end
+  local target = core.find_buffer({ path })
+  if target and vim.bo[target].modified then
+    -- claude's screen says "Opened changes in Neovim" whatever the answer: say it here.
+    core.tell("Claude's edit of " .. vim.fn.fnamemodify(path, ':~:.') .. ' is not shown: it has'
+      .. ' unsaved changes here. Save (:w) or revert (:e!) it, then ask Claude again.', 'WARN')
+    return 'Cannot open diff: ' .. path .. ' has unsaved changes in Neovim'
+  end
+  local scratch = nil
+  if not exists then
+    scratch = api.nvim_create_buf(false, true)
+    api.nvim_buf_set_name(scratch, 'claude-nvim://diff/' .. id .. '/new/' .. vim.fs.basename(path))
+    vim.bo[scratch].modifiable = false
+    target = scratch
+  else
+    local refusal  -- a new buffer is ours only for the review: it leaves no swap file behind
+    target, refusal = core.load(path, target, true)
+    if target == nil then return 'Cannot open diff: ' .. refusal end
+  end
+  vim.bo[target].buflisted = target ~= scratch
+
+  local prop = api.nvim_create_buf(false, true)
+  api.nvim_buf_set_name(prop, 'claude-nvim://diff/' .. id .. '/' .. vim.fs.basename(path))
+  vim.bo[prop].buftype = 'acwrite'
+  vim.bo[prop].bufhidden = 'wipe'
+  vim.bo[prop].swapfile = false
+  api.nvim_buf_set_lines(prop, 0, -1, false, lines)
+  vim.bo[prop].modified = false
+  vim.b[prop].claude_nvim_proposal = id
+  local ft = vim.filetype.match({ filename = path, buf = prop })
+  if ft then vim.bo[prop].filetype = ft end
+
+  vim.cmd('tab split')
+  local left = api.nvim_get_current_win()
+  api.nvim_win_set_buf(left, target)
+  local right = api.nvim_open_win(prop, true, { split = 'right', win = left })
+  for _, win in ipairs({ left, right }) do
+    api.nvim_win_call(win, function() vim.cmd('diffthis') end)
+  end
+  local tab = api.nvim_get_current_tabpage()
+  api.nvim_tabpage_set_var(tab, 'claude_nvim_tab_name', tab_name)
+
+  local group = api.nvim_create_augroup('claude_nvim_diff_' .. id, { clear = true })
+  diffs[id] = { tab = tab, target = target, proposal = prop, scratch = scratch, group = group,
+                tick = api.nvim_buf_get_changedtick(prop), resolved = false }
+  api.nvim_create_autocmd('BufWriteCmd', { group = group, buffer = prop,
+    callback = core.guard(function() resolve(id, 'accepted') end) })
+  api.nvim_create_autocmd({ 'BufWipeout', 'BufUnload', 'BufDelete' }, { group = group,
+    buffer = prop, callback = core.guard(function() resolve(id, 'rejected') end) })
+  return vim.NIL
+end
+
+-- Close diff `id`'s tab and buffers; idempotent. `reload`: the CLI is writing the target now.
+function M.close(id, reload)
+  local d = diffs[id]
+  if d == nil then return false end
+  diffs[id] = nil
+  d.resolved = true
+  pcall(api.nvim_del_augroup_by_id, d.group)
+  if api.nvim_tabpage_is_valid(d.tab) then
+    if #api.nvim_list_tabpages() > 1 then
+      pcall(vim.cmd, 'tabclose! ' .. api.nvim_tabpage_get_number(d.tab))
+    else
+      for _, win in ipairs(api.nvim_tabpage_list_wins(d.tab)) do
+        pcall(api.nvim_win_call, win, function() vim.cmd('diffoff') end)
+      end
+    end
+  end
+  for _, buf in ipairs({ d.proposal, d.scratch }) do
+    if buf and api.nvim_buf_is_valid(buf) then pcall(api.nvim_buf_delete, buf, { force = true }) end
+  end
+  if reload and d.target ~= d.scratch then
+    core.refresh(d.target)
+    vim.defer_fn(function() core.refresh(d.target) end, 300)
+  end
+  return true
+end
+
+function M.setup(opts)
+  EVENT = opts.event
+  api.nvim_create_user_command('ClaudeNvimDiffAccept', function() M.accept_current() end,
+    { desc = "claude-nvim: accept Claude's proposed change shown in this tab" })
+  api.nvim_create_user_command('ClaudeNvimDiffDeny', function() M.deny_current() end,
+    { desc = "claude-nvim: reject Claude's proposed change shown in this tab" })
+end
+
+function M.stop()
+  for id in pairs(diffs) do M.close(id, false) end
+  pcall(api.nvim_del_user_command, 'ClaudeNvimDiffAccept')
+  pcall(api.nvim_del_user_command, 'ClaudeNvimDiffDeny')
+end
+
+return M

@@ -1,0 +1,64 @@
+"""The notifications on their way to the IDE clients: one outbox per client that listens, and
+the @-mentions sent while none does, kept for a while for the first that comes."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import trio
+
+JSON = dict[str, Any]
+Tell = Callable[[str, str], Awaitable[None]]
+"""Tells the user ``message`` in Neovim at a level ("INFO", "WARN")."""
+
+OUTBOX_SIZE = 64
+"""Messages a client may have waiting; beyond, a stuck client misses them."""
+
+
+class Outboxes:
+    """The IDE clients' outboxes, and the @-mention queue for when there is no client."""
+
+    def __init__(self, queue_seconds: float, tell: Tell) -> None:
+        self.queue_seconds = queue_seconds
+        """Seconds queued mentions wait for a client before they are dropped."""
+        self._tell = tell
+        self._outboxes: dict[int, trio.MemorySendChannel[JSON]] = {}
+        self._queued: list[JSON] = []
+
+    def send_mention(self, message: JSON, nursery: trio.Nursery) -> None:
+        """Send ``message`` to every listening client; with none, queue it for the first that
+        comes, for :attr:`queue_seconds` (the user is told, in a task of ``nursery``)."""
+        if self._outboxes:
+            for outbox in self._outboxes.values():
+                with contextlib.suppress(trio.WouldBlock):  # a stuck client misses it
+                    outbox.send_nowait(message)
+            return
+        self._queued.append(message)
+        if len(self._queued) == 1:
+            nursery.start_soon(self._expire)
+
+    @contextlib.contextmanager
+    def open(self, client_id: int) -> Iterator[trio.MemoryReceiveChannel[JSON]]:
+        """The outbox of client ``client_id`` while it listens, with the queued mentions in it."""
+        outbox, inbox = trio.open_memory_channel[JSON](OUTBOX_SIZE)
+        self._outboxes[client_id] = outbox
+        try:
+            for message in self._queued:
+                with contextlib.suppress(trio.WouldBlock):
+                    outbox.send_nowait(message)
+            self._queued.clear()
+            yield inbox
+        finally:
+            del self._outboxes[client_id]
+
+    async def _expire(self) -> None:
+        await self._tell("no Claude is connected yet: the mention is sent when one connects",
+                         "INFO")
+        await trio.sleep(self.queue_seconds)
+        if self._queued:
+            count = len(self._queued)
+            self._queued.clear()
+            await self._tell(f"no Claude connected within {self.queue_seconds:g} s: "
+                             f"{count} mention(s) dropped; start claude and send again", "WARN")
