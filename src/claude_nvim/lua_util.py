@@ -279,6 +279,17 @@ function M.publish(port)
   return { pid = vim.fn.getpid(), folders = M.workspace_folders(), env = env }
 end
 
+-- `count` Claudes are connected now, one more (`connected`) or one fewer: kept in
+-- vim.g.claude_nvim_server.clients (statuslines read it) and told to the user's User autocmds.
+function M.clients(count, connected)
+  local info = vim.g.claude_nvim_server
+  if type(info) ~= 'table' then return end
+  info.clients = count
+  vim.g.claude_nvim_server = info
+  pcall(api.nvim_exec_autocmds, 'User', { modeline = false, data = { clients = count },
+    pattern = connected and 'ClaudeNvimConnected' or 'ClaudeNvimDisconnected' })
+end
+
 -- Switch claude-nvim off in this Neovim for the server on channel `chan`: every module's
 -- autocmds, timers, commands and diff tabs, the server mark and the port in the environment.
 -- Only while that server owns Neovim (CLAIM_LUA): a refused or replaced server, or a dead
@@ -291,6 +302,7 @@ function M.unload(chan)
     if mod ~= M and type(mod) == 'table' and mod.stop then pcall(mod.stop) end
   end
   pcall(api.nvim_del_augroup_by_name, 'claude_nvim')
+  if (tonumber(info.clients) or 0) > 0 then M.clients(0, false) end
   if M.port and vim.env.CLAUDE_CODE_SSE_PORT == tostring(M.port) then
     vim.env.CLAUDE_CODE_SSE_PORT = nil
   end

@@ -42,14 +42,22 @@ function M.add(opts)
   send({ filePath = path, lineStart = start and start - 1, lineEnd = stop and stop - 1 })
 end
 
-function M.stop()
-  pcall(api.nvim_del_user_command, 'ClaudeNvimSend')
-  pcall(api.nvim_del_user_command, 'ClaudeNvimAdd')
+-- The commands this server created: the Neovim plugin defines its own at start-up (they
+-- call M.send and M.add), and a stopping server leaves those alone.
+local created = {}
+local function command(name, fn, opts)
+  if vim.fn.exists(':' .. name) == 2 then return end
+  api.nvim_create_user_command(name, fn, opts)
+  created[#created + 1] = name
 end
 
-api.nvim_create_user_command('ClaudeNvimSend', function(o) core.guard(M.send)(o) end, {
+function M.stop()
+  for _, name in ipairs(created) do pcall(api.nvim_del_user_command, name) end
+end
+
+command('ClaudeNvimSend', function(o) core.guard(M.send)(o) end, {
   range = true, desc = 'claude-nvim: send the selected lines (or this line) to Claude' })
-api.nvim_create_user_command('ClaudeNvimAdd', function(o) core.guard(M.add)(o) end, {
+command('ClaudeNvimAdd', function(o) core.guard(M.add)(o) end, {
   nargs = '+', complete = 'file', desc = 'claude-nvim: send a file or directory to Claude' })
 
 return M

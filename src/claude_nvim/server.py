@@ -325,6 +325,7 @@ class App:
         outbox, inbox = trio.open_memory_channel[JSON](64)
         connection_id = session.connection.id
         self._outboxes[connection_id] = outbox
+        self._clients_changed(connected=True)
         try:
             for message in self._queued_mentions:
                 with contextlib.suppress(trio.WouldBlock):
@@ -338,6 +339,16 @@ class App:
                 nursery.cancel_scope.cancel()
         finally:
             del self._outboxes[connection_id]
+            self._clients_changed(connected=False)
+
+    def _clients_changed(self, *, connected: bool) -> None:
+        """Tell Neovim how many Claudes listen now (statuslines, User autocmds)."""
+        if self._nursery is not None:
+            self._nursery.start_soon(self._tell_clients, len(self._outboxes), connected)
+
+    async def _tell_clients(self, count: int, connected: bool) -> None:
+        with contextlib.suppress(Exception):
+            await self.editor.call_lua(lua_util.MODULE, "clients", count, connected)
 
     async def _push_selection(self, ws: Connection) -> None:
         version = 0
