@@ -214,6 +214,33 @@ async def test_send_with_no_claude_starts_one_and_the_mention_reaches_it(user, c
     assert exists == [2] * len(COMMANDS)  # the stopped server left the plugin's commands
 
 
+async def test_a_claude_that_cannot_start_stays_on_screen_saying_why(claude_dir, monkeypatch):
+    monkeypatch.setenv("PATH", without_claude())
+    path = claude_dir / "a.py"
+    path.write_text("a\n")
+    with headless_nvim(cwd=claude_dir, args=plugin_args()) as (address, _process):
+        async with attached_editor(address) as nvim:
+            await nvim.request("nvim_ui_attach", 120, 40, {"ext_linegrid": True})
+            await nvim.request("nvim_command", f"edit {path} | ClaudeNvimSend")
+            messages = await eventually(nvim, MESSAGES_WITH, "dropped", timeout=20)
+            assert "1 mention(s) dropped: Claude did not start; send again" in messages
+            assert "exited with code 127" in messages
+            screen = "\n".join(await nvim.exec_lua(
+                "return vim.api.nvim_buf_get_lines(0, 0, -1, false)"))
+            assert "`claude` is not on PATH" in screen
+            assert await nvim.exec_lua("return require('claude_nvim.terminal').running()") is False
+
+
+MESSAGES_WITH = """local m = vim.api.nvim_exec2('messages', {output = true}).output
+return m:find(..., 1, true) and m"""
+
+
+def without_claude() -> str:
+    """$PATH without a `claude`."""
+    return os.pathsep.join(d for d in os.environ["PATH"].split(os.pathsep)
+                           if not os.access(os.path.join(d, "claude"), os.X_OK))
+
+
 async def test_checkhealth_shows_the_doctors_checks(user, claude_dir):
     await user.request("nvim_command", "checkhealth claude_nvim")
     text = "\n".join(await user.request("nvim_buf_get_lines", 0, 0, -1, False))
@@ -226,9 +253,7 @@ async def test_checkhealth_shows_the_doctors_checks(user, claude_dir):
 
 
 async def test_checkhealth_gives_advice_for_what_is_missing(claude_dir, monkeypatch):
-    path = os.pathsep.join(d for d in os.environ["PATH"].split(os.pathsep)
-                           if not os.access(os.path.join(d, "claude"), os.X_OK))
-    monkeypatch.setenv("PATH", path)
+    monkeypatch.setenv("PATH", without_claude())
     with headless_nvim(cwd=claude_dir, args=plugin_args()) as (address, _process):
         async with attached_editor(address) as nvim:
             await nvim.request("nvim_command", "checkhealth claude_nvim")

@@ -87,10 +87,11 @@ local function wait_for_server()
       return deliver()
     end
     waited = waited + POLL_MS
-    if waited >= WAIT_MS then
+    local started = require('claude_nvim.terminal').running()
+    if waited >= WAIT_MS or not started then
       polling = false
-      warn(#waiting .. ' mention(s) dropped: no claude-nvim server started within '
-        .. WAIT_MS / 1000 .. ' s')
+      warn(#waiting .. ' mention(s) dropped: ' .. (started and 'no claude-nvim server started '
+        .. 'within ' .. WAIT_MS / 1000 .. ' s' or 'Claude did not start') .. '; send again')
       waiting = {}
       return
     end
@@ -100,13 +101,16 @@ local function wait_for_server()
 end
 
 -- Send a mention now if a server runs, else start Claude (as :ClaudeNvim) and send it then.
+-- With no Claude connected, Claude starts too (the server keeps the mention for it 10 s).
 local function mention(now, fargs)
-  local mentions = package.loaded['claude_nvim.mentions']
-  if server() and mentions then
-    return package.loaded['claude_nvim.core'].guard(now)(mentions)
+  local mentions, info = package.loaded['claude_nvim.mentions'], server()
+  local terminal = require('claude_nvim.terminal')
+  if info and mentions then
+    package.loaded['claude_nvim.core'].guard(now)(mentions)
+    if (tonumber(info.clients) or 0) == 0 and not terminal.running() then terminal.open({}) end
+    return
   end
   waiting[#waiting + 1] = fargs
-  local terminal = require('claude_nvim.terminal')
   if not terminal.running() then terminal.open({}) end
   wait_for_server()
 end

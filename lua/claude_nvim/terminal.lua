@@ -77,11 +77,17 @@ local function start(args)
   state.previous = api.nvim_get_current_win()
   local win = open_window(buf)
   style(win)
-  local function exited()
+  local function exited(_, code)
     vim.schedule(function()
       if state.buf == buf then state.buf, state.job, state.win = nil, nil, nil end
+      if not api.nvim_buf_is_valid(buf) then return end
+      if code ~= 0 then  -- it stays on screen, saying why (claude not on PATH, ...)
+        vim.bo[buf].bufhidden = 'wipe'
+        return vim.notify('claude-nvim: `' .. table.concat(cmd, ' ') .. '` exited with code '
+          .. code, vim.log.levels.WARN)
+      end
       -- Its windows close with it; a last window gets an empty buffer instead.
-      if api.nvim_buf_is_valid(buf) then pcall(api.nvim_buf_delete, buf, { force = true }) end
+      pcall(api.nvim_buf_delete, buf, { force = true })
     end)
   end
   local job_opts = { on_exit = exited }
