@@ -272,6 +272,7 @@ async def test_the_proposal_says_what_it_is_and_how_to_answer(user, claude_dir, 
     path.write_text("old\n")
     await user.exec_lua("require('claude_nvim').setup({diff = {open_in = select(1, ...)}})",
                         open_in)
+    await user.request("nvim_ui_try_resize", 200, 40)
     await user.request("nvim_command", f"edit {path} | vsplit | enew")  # like a terminal beside
     before = await user.exec_lua("return {vim.api.nvim_get_current_win(), "
                                  "#vim.api.nvim_list_wins()}")
@@ -280,9 +281,11 @@ async def test_the_proposal_says_what_it_is_and_how_to_answer(user, claude_dir, 
         pending = PendingDiff(client, diff_args(path, "new\n"))
         nursery.start_soon(pending.run)
         proposal = await eventually(user, "return vim.b.claude_nvim_proposal and "
-                                          "{vim.wo.winbar, #vim.api.nvim_list_tabpages()}")
-        winbar, tabs = proposal
-        assert winbar == "Claude's proposal for a.py  │  :w accepts (your edits too)  │  :q rejects"
+                                          "{vim.api.nvim_eval_statusline(vim.wo.winbar, "
+                                          "{use_winbar = true}).str, "
+                                          "#vim.api.nvim_list_tabpages()}")
+        winbar, tabs = proposal[0].rstrip(), proposal[1]
+        assert winbar == ":w accepts (edits too) · :q rejects · Claude's proposal for a.py"
         assert await eventually(user, "return require('claude_nvim').status()") == (
             "Claude · 1 diff")
         if open_in == "current":

@@ -139,10 +139,11 @@ function M.open(id, candidates, lines, tab_name)
   end
   api.nvim_win_set_buf(left, target)
   local right = api.nvim_open_win(prop, true, { split = 'right', win = left })
-  -- What this window is and how to answer, where the user looks (% is the winbar's escape).
+  -- How to answer and what this window is, where the user looks (% is the winbar's escape;
+  -- a narrow window cuts the file's name, at %<, not the keys: the status line has it too).
   local name = vim.fn.fnamemodify(path, ':~:.'):gsub('%%', '%%%%')
-  vim.wo[right].winbar = "Claude's proposal for " .. name
-    .. (exists and '' or ' (new file)') .. '  │  :w accepts (your edits too)  │  :q rejects'
+  vim.wo[right].winbar = ":w accepts (edits too) · :q rejects · Claude's proposal for %<"
+    .. name .. (exists and '' or ' (new file)')
   for _, win in ipairs({ left, right }) do
     api.nvim_win_call(win, function() vim.cmd('diffthis') end)
   end
