@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from claude_nvim.errors import EditorError
 from claude_nvim.headless import find_nvim, headless_nvim
 from claude_nvim.testing import attached_editor, mcp_client, running_app
 from test_diffs import PendingDiff, diff_args, eventually
@@ -235,10 +236,23 @@ MESSAGES_WITH = """local m = vim.api.nvim_exec2('messages', {output = true}).out
 return m:find(..., 1, true) and m"""
 
 
-def without_claude() -> str:
-    """$PATH without a `claude`."""
+def without_claude(command: str = "claude") -> str:
+    """$PATH without a `claude` (or `command`)."""
     return os.pathsep.join(d for d in os.environ["PATH"].split(os.pathsep)
-                           if not os.access(os.path.join(d, "claude"), os.X_OK))
+                           if not os.access(os.path.join(d, command), os.X_OK))
+
+
+async def test_with_no_claude_nvim_to_run_both_say_how_to_get_one(claude_dir, monkeypatch):
+    monkeypatch.setenv("PATH", without_claude("claude-nvim"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(claude_dir / "data"))  # no private install
+    args = [a.replace('"cmd": [', '"cmd_unused": [') for a in plugin_args()]
+    with headless_nvim(cwd=claude_dir, args=args) as (address, _process):
+        async with attached_editor(address) as nvim:
+            await nvim.request("nvim_command", "checkhealth claude_nvim")
+            text = "\n".join(await nvim.request("nvim_buf_get_lines", 0, 0, -1, False))
+            with pytest.raises(EditorError, match="no claude-nvim: run :ClaudeNvimInstall"):
+                await nvim.request("nvim_command", "ClaudeNvim")
+    assert "ERROR no claude-nvim to run" in text and "run :ClaudeNvimInstall" in text
 
 
 async def test_checkhealth_shows_the_doctors_checks(user, claude_dir):
