@@ -355,6 +355,29 @@ def test_build_lua_makes_the_private_install(tmp_path):
                            "lua io.stdout:write(require('claude_nvim').command()[1])", "-c", "qa!"],
                           env=env, capture_output=True, text=True, timeout=60)
     assert runs.stdout == str(venv / "bin" / "claude-nvim")
+    # As lazy.nvim runs it, at an update: in a coroutine it resumes now and then, which yields
+    # its progress; the install is redone, and Neovim is never held up meanwhile.
+    driver = tmp_path / "lazy.lua"
+    driver.write_text(LAZY_LIKE.replace("BUILD", str(ROOT / "build.lua")))
+    lazy = subprocess.run([find_nvim(), "--clean", "--headless", "-c", f"luafile {driver}",
+                           "-c", "qa!"], env=env, capture_output=True, text=True, timeout=600)
+    assert lazy.stdout.splitlines() == [
+        "installing claude-nvim", f"installing claude-nvim from {ROOT} (pip)",
+        f"{version.stdout.strip()} installed in {venv}", "done"], lazy.stdout + lazy.stderr
+
+
+# Drive build.lua as lazy.nvim does (loadfile, then call it in a coroutine resumed from the
+# event loop); show what it yields (once each); say "done" when it ends.
+LAZY_LIKE = r"""
+local task, shown = coroutine.create(function() assert(loadfile('BUILD'))() end), {}
+while coroutine.status(task) ~= 'dead' do
+  local ok, msg = coroutine.resume(task)
+  assert(ok, msg)
+  if msg and msg ~= shown[#shown] then shown[#shown + 1] = msg end
+  vim.wait(20)
+end
+io.stdout:write(table.concat(shown, '\n') .. '\ndone\n')
+"""
 
 
 def test_the_plugin_lua_is_checked_on_this_neovim(tmp_path):
