@@ -356,7 +356,7 @@ def test_build_lua_makes_the_private_install(tmp_path):
                           env=env, capture_output=True, text=True, timeout=60)
     assert runs.stdout == str(venv / "bin" / "claude-nvim")
     # As lazy.nvim runs it, at an update: in a coroutine it resumes now and then, which yields
-    # its progress; the install is redone, and Neovim is never held up meanwhile.
+    # its progress; the install is redone.
     driver = tmp_path / "lazy.lua"
     driver.write_text(LAZY_LIKE.replace("BUILD", str(ROOT / "build.lua")))
     lazy = subprocess.run([find_nvim(), "--clean", "--headless", "-c", f"luafile {driver}",
