@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
+import platform
 import subprocess
 import sys
 
 import pytest
+import trio
 
+from claude_nvim import __version__
 from claude_nvim.headless import find_nvim
 
 CLAUDE_NVIM = [sys.executable, "-m", "claude_nvim"]
@@ -102,3 +106,26 @@ def test_odd_lock_files_do_not_break_the_doctor(nvim_address, tmp_path):
     done = doctor(tmp_path, "--nvim", nvim_address)
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"ok   lock directory {ide} has mode 700" in done.stdout
+
+
+async def test_json_for_programs_names_the_server_of_a_neovim(nvim_address, app, tmp_path):
+    done = await trio.to_thread.run_sync(doctor, tmp_path, "--nvim", nvim_address, "--json")
+    report = json.loads(done.stdout)
+    assert report["ok"] is True and done.returncode == 0
+    checks = {c["what"]: c for c in report["checks"]}
+    assert f"claude-nvim {__version__}, Python {platform.python_version()} at " \
+        f"{sys.executable}" in checks
+    assert f"a claude-nvim server runs for it on port {app.port}, 0 Claude(s) connected" in checks
+    assert "claude 2.1.330 (Claude Code) at" in " ".join(checks)
+
+
+def test_json_gives_each_problem_its_fix(tmp_path):
+    done = doctor(tmp_path, "--json", "--nvim", "x", "--nvim-state", "[0, 9, 5, null, 0]",
+                  CLAUDE_NVIM_CLAUDE="no-such-claude-here")
+    assert done.returncode == 1
+    report = json.loads(done.stdout)
+    failed = [c for c in report["checks"] if not c["ok"]]
+    assert report["ok"] is False and [c["what"] for c in failed] == [
+        "Neovim 0.9.5, running at x", "`claude` is not on PATH"]
+    assert failed[0]["fix"] == "claude-nvim needs Neovim 0.10 or newer"
+    assert "no claude-nvim server runs for it yet" in " ".join(c["what"] for c in report["checks"])

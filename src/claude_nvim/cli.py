@@ -94,6 +94,9 @@ def _parser() -> argparse.ArgumentParser:
         help="check Neovim, claude, the lock directory, plugins")
     doctor.set_defaults(command="doctor")
     doctor.add_argument("--nvim", metavar="ADDR", help="Neovim's RPC address (default: $NVIM)")
+    doctor.add_argument("--json", action="store_true",
+                        help="the checks as JSON, for programs (the Neovim plugin's :checkhealth)")
+    doctor.add_argument("--nvim-state", metavar="JSON", help=argparse.SUPPRESS)  # health.lua's
 
     tools = sub.add_parser(
         "tools", parents=[logging_options],

@@ -27,6 +27,10 @@ class Outboxes:
         self._outboxes: dict[int, trio.MemorySendChannel[JSON]] = {}
         self._queued: list[JSON] = []
 
+    def __len__(self) -> int:
+        """The clients listening now."""
+        return len(self._outboxes)
+
     def send_mention(self, message: JSON, nursery: trio.Nursery) -> None:
         """Send ``message`` to every listening client; with none, queue it for the first that
         comes, for :attr:`queue_seconds` (the user is told, in a task of ``nursery``)."""

@@ -262,12 +262,21 @@ class App:
         send = partial(self._send, ws)
         with self.outboxes.open(session.connection.id) as inbox:
             async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._tell_clients, True)
                 for feature in self.features:
                     nursery.start_soon(feature.push, send)
                 async for message in inbox:
                     if not await send(message):
                         break
                 nursery.cancel_scope.cancel()
+        with trio.CancelScope(shield=True):
+            await self._tell_clients(False)
+
+    async def _tell_clients(self, connected: bool) -> None:
+        """Tell Neovim how many Claudes listen now (statuslines, User autocmds)."""
+        with trio.move_on_after(2), contextlib.suppress(Exception):
+            await self.editor.call_lua(lua_util.CORE, "clients", len(self.outboxes), connected,
+                                       timeout=2)
 
     async def _keep_alive(self, ws: Connection) -> None:
         while True:

@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import platform
 import re
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import trio
 
-from .. import lockfile
+from .. import __version__, lockfile
 from ..errors import leaf_errors
 from ..headless import find_nvim
 from ..nvim_client import editor_for
@@ -31,15 +35,29 @@ class Finding:
 
 
 def run(args: argparse.Namespace) -> int:
-    return report(check(args.nvim or os.environ.get("NVIM")))
+    state = json.loads(args.nvim_state) if args.nvim_state else None
+    findings = check(args.nvim or os.environ.get("NVIM"), state)
+    if args.json:
+        return report_json(findings)
+    return report(findings)
 
 
-def check(address: str | None) -> list[Finding]:
-    """What ``serve`` and ``claude`` need, checked; ``address`` is a running Neovim's."""
-    return [*_neovim(address), _claude(), *_lock_dir(), *_plugins()]
+def check(address: str | None, state: list[Any] | None = None) -> list[Finding]:
+    """What ``serve`` and ``claude`` need, checked; ``address`` is a running Neovim's.
+
+    ``state``: that Neovim's as :data:`RUNNING_LUA` gives it, when it cannot be asked (the
+    Neovim plugin's :checkhealth runs this while Neovim waits for it).
+    """
+    return [_itself(), *_neovim(address, state), _claude(), *_lock_dir(), *_plugins()]
 
 
-def _neovim(address: str | None) -> list[Finding]:
+def _itself() -> Finding:
+    """Which claude-nvim this is: the Neovim plugin's :checkhealth shows what it runs."""
+    return Finding(True, f"claude-nvim {__version__}, Python {platform.python_version()} at "
+                         f"{sys.executable}")
+
+
+def _neovim(address: str | None, state: list[Any] | None) -> list[Finding]:
     """A Neovim to serve: the running one at ``address``, or one ``serve --headless`` starts."""
     try:
         nvim: str | None = find_nvim()  # as serve --headless finds it
@@ -54,7 +72,7 @@ def _neovim(address: str | None) -> list[Finding]:
                 Finding(True, "no nvim on PATH: serve --headless cannot start one (install "
                               "Neovim, or set CLAUDE_NVIM_NVIM)")]
     if address:
-        findings.append(_running_neovim(address))
+        findings += _running_neovim(address, state)
     else:
         findings.append(Finding(True, "no running Neovim to check (no $NVIM): run this from a "
                                       "Neovim :terminal, or pass --nvim ADDR"))
@@ -81,24 +99,37 @@ def _version_finding(version: tuple[int, ...], where: str) -> Finding:
                    "" if good else "claude-nvim needs Neovim 0.10 or newer")
 
 
-def _running_neovim(address: str) -> Finding:
+def _running_neovim(address: str, state: list[Any] | None) -> list[Finding]:
 
-    async def version() -> list[int]:
+    async def version() -> list[Any]:
         editor = editor_for(address)
         async with trio.open_nursery() as nursery:
             with trio.fail_after(3):
                 await nursery.start(editor.run)
-                found: list[int] = await editor.exec_lua(
-                    "local v = vim.version(); return {v.major, v.minor, v.patch}")
+                found: list[Any] = await editor.exec_lua(RUNNING_LUA)
             nursery.cancel_scope.cancel()
         return found
 
     try:
-        found = trio.run(version)
+        major, minor, patch, port, clients = state or trio.run(version)
     except BaseException as exc:
-        return Finding(False, f"Neovim at {address} is not reachable ({leaf_errors(exc)[0]})",
-                       "check the address: `:echo v:servername` in Neovim shows it")
-    return _version_finding(tuple(found), f"running at {address}")
+        return [Finding(False, f"Neovim at {address} is not reachable ({leaf_errors(exc)[0]})",
+                        "check the address: `:echo v:servername` in Neovim shows it")]
+    served = (f"a claude-nvim server runs for it on port {port}, {clients} Claude(s) connected"
+              if port else "no claude-nvim server runs for it yet (:ClaudeNvim or "
+                           "`claude-nvim claude` in its terminal starts one)")
+    return [_version_finding((major, minor, patch), f"running at {address}"),
+            Finding(True, served)]
+
+
+RUNNING_LUA = """
+local v, info = vim.version(), vim.g.claude_nvim_server
+local alive = type(info) == 'table' and type(info.port) == 'number'
+  and vim.api.nvim_get_chan_info(info.channel).id ~= nil
+return { v.major, v.minor, v.patch, alive and info.port or vim.NIL, alive and info.clients or 0 }
+"""
+"""A running Neovim's version and its server (core.publish and core.clients keep it there);
+lua/claude_nvim/health.lua gives the same as --nvim-state."""
 
 
 def _claude() -> Finding:
@@ -172,3 +203,11 @@ def report(findings: list[Finding], out: Callable[[str], None] = print) -> int:
         if finding.fix and not finding.ok:
             out(f"     -> {finding.fix}")
     return 0 if all(f.ok for f in findings) else 1
+
+
+def report_json(findings: list[Finding], out: Callable[[str], None] = print) -> int:
+    """``doctor --json``: the findings for programs (the Neovim plugin's :checkhealth)."""
+    ok = all(f.ok for f in findings)
+    out(json.dumps({"ok": ok, "checks": [
+        {"ok": f.ok, "what": f.what, "fix": f.fix} for f in findings]}))
+    return 0 if ok else 1

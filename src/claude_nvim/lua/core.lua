@@ -299,10 +299,36 @@ function M.publish(port)
   return { pid = vim.fn.getpid(), folders = M.workspace_folders(), env = env }
 end
 
+-- Create the user commands {name = {fn, opts}} that do not exist yet (a Neovim plugin may
+-- have defined them at start-up); the names of those created, for stop() to delete.
+function M.create_commands(commands)
+  local created = {}
+  for name, spec in pairs(commands) do
+    if vim.fn.exists(':' .. name) ~= 2 then
+      api.nvim_create_user_command(name, spec[1], spec[2])
+      created[#created + 1] = name
+    end
+  end
+  return created
+end
+
+-- `count` Claudes are connected now, one more (`connected`) or one fewer: kept in
+-- vim.g.claude_nvim_server.clients (statuslines read it) and told to the user's User autocmds.
+function M.clients(count, connected)
+  local info = vim.g.claude_nvim_server
+  if type(info) ~= 'table' then return end
+  info.clients = count
+  vim.g.claude_nvim_server = info
+  pcall(api.nvim_exec_autocmds, 'User', { modeline = false, data = { clients = count },
+    pattern = connected and 'ClaudeNvimConnected' or 'ClaudeNvimDisconnected' })
+end
+
 -- Core's own half of switching off: its autocmds, the server mark, the port in the
 -- environment. The server calls M.unload, which checks that it owns Neovim first.
 function M.stop()
   pcall(api.nvim_del_augroup_by_name, 'claude_nvim')
+  local info = vim.g.claude_nvim_server
+  if type(info) == 'table' and (tonumber(info.clients) or 0) > 0 then M.clients(0, false) end
   if M.port and vim.env.CLAUDE_CODE_SSE_PORT == tostring(M.port) then
     vim.env.CLAUDE_CODE_SSE_PORT = nil
   end

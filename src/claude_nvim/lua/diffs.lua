@@ -6,7 +6,32 @@ local api = vim.api
 local core = require('claude_nvim.core')
 local M = {}
 local EVENT  -- set by M.setup, from diffs.py
-local diffs = {}  -- id -> {tab, target, proposal, scratch, group, tick, resolved}
+local diffs = {}  -- id -> {tab, target, proposal, scratch, group, tick, resolved, path, ...}
+
+-- A User autocmd for the user's hooks (ClaudeNvimDiffOpened, ...); their errors are theirs.
+local function announce(pattern, data)
+  pcall(api.nvim_exec_autocmds, 'User', { pattern = pattern, data = data, modeline = false })
+end
+
+-- How to show a diff: vim.g.claude_nvim_opts.diff (the Neovim plugin's opts.diff, or the user's).
+local function options()
+  local opts = vim.g.claude_nvim_opts
+  local diff = type(opts) == 'table' and type(opts.diff) == 'table' and opts.diff or {}
+  return { open_in = diff.open_in == 'current' and 'current' or 'tab',
+           keep_focus = diff.keep_focus == true }
+end
+
+-- A window of the current tab to show the target in: the previous window if it shows a file,
+-- else the first that does, else a new split left of the current one (the Claude terminal).
+local function editor_window()
+  local previous = vim.fn.win_getid(vim.fn.winnr('#'))
+  if previous ~= 0 and core.is_editor(previous) then return previous end
+  for _, win in ipairs(api.nvim_tabpage_list_wins(0)) do
+    if core.is_editor(win) then return win end
+  end
+  vim.cmd('aboveleft vsplit')
+  return api.nvim_get_current_win()
+end
 
 local function resolve(id, status)
   local d = diffs[id]
@@ -88,10 +113,22 @@ function M.open(id, candidates, lines, tab_name)
   local ft = vim.filetype.match({ filename = path, buf = prop })
   if ft then vim.bo[prop].filetype = ft end
 
-  vim.cmd('tab split')
-  local left = api.nvim_get_current_win()
+  local how, from_win, mode = options(), api.nvim_get_current_win(), api.nvim_get_mode().mode
+  local left, shown
+  if how.open_in == 'current' then
+    left = editor_window()
+    shown = api.nvim_win_get_buf(left)  -- back in the window when the diff closes
+  else
+    vim.cmd('tab split')
+    left = api.nvim_get_current_win()
+  end
   api.nvim_win_set_buf(left, target)
   local right = api.nvim_open_win(prop, true, { split = 'right', win = left })
+  -- How to answer and what this window is, where the user looks (% is the winbar's escape;
+  -- a narrow window cuts the file's name, at %<, not the keys: the status line has it too).
+  local name = vim.fn.fnamemodify(path, ':~:.'):gsub('%%', '%%%%')
+  vim.wo[right].winbar = ":w accepts (edits too) · :q rejects · Claude's proposal for %<"
+    .. name .. (exists and '' or ' (new file)')
   for _, win in ipairs({ left, right }) do
     api.nvim_win_call(win, function() vim.cmd('diffthis') end)
   end
@@ -100,12 +137,25 @@ function M.open(id, candidates, lines, tab_name)
 
   local group = api.nvim_create_augroup('claude_nvim_diff_' .. id, { clear = true })
   diffs[id] = { tab = tab, target = target, proposal = prop, scratch = scratch, group = group,
-                tick = api.nvim_buf_get_changedtick(prop), resolved = false }
+                tick = api.nvim_buf_get_changedtick(prop), resolved = false, path = path,
+                in_tab = how.open_in == 'tab', left = left, shown = shown }
   api.nvim_create_autocmd('BufWriteCmd', { group = group, buffer = prop,
     callback = core.guard(function() resolve(id, 'accepted') end) })
   api.nvim_create_autocmd({ 'BufWipeout', 'BufUnload', 'BufDelete' }, { group = group,
     buffer = prop, callback = core.guard(function() resolve(id, 'rejected') end) })
+  if how.keep_focus and api.nvim_win_is_valid(from_win) then
+    api.nvim_set_current_win(from_win)
+    if mode == 't' then vim.cmd('startinsert') end
+  end
+  announce('ClaudeNvimDiffOpened', { id = id, path = path, tab_name = tab_name, buf = prop })
   return vim.NIL
+end
+
+-- How many diffs wait for the user's verdict.
+function M.pending()
+  local count = 0
+  for _, d in pairs(diffs) do if not d.resolved then count = count + 1 end end
+  return count
 end
 
 -- Close diff `id`'s tab and buffers; idempotent. `reload`: the CLI is writing the target now.
@@ -115,7 +165,14 @@ function M.close(id, reload)
   diffs[id] = nil
   d.resolved = true
   pcall(api.nvim_del_augroup_by_id, d.group)
-  if api.nvim_tabpage_is_valid(d.tab) then
+  if not d.in_tab then
+    if api.nvim_win_is_valid(d.left) then
+      pcall(api.nvim_win_call, d.left, function() vim.cmd('diffoff') end)
+      if d.shown and api.nvim_buf_is_valid(d.shown) and d.shown ~= d.target then
+        pcall(api.nvim_win_set_buf, d.left, d.shown)
+      end
+    end
+  elseif api.nvim_tabpage_is_valid(d.tab) then
     if #api.nvim_list_tabpages() > 1 then
       pcall(vim.cmd, 'tabclose! ' .. api.nvim_tabpage_get_number(d.tab))
     else
@@ -131,21 +188,28 @@ function M.close(id, reload)
     core.refresh(d.target)
     vim.defer_fn(function() core.refresh(d.target) end, 300)
   end
+  announce('ClaudeNvimDiffClosed', { id = id, path = d.path })
   return true
 end
 
+-- The commands this server created: the Neovim plugin defines its own at start-up (they call
+-- M.accept_current / M.deny_current), and a stopping server leaves those alone.
+local created = {}
+
 function M.setup(opts)
   EVENT = opts.event
-  api.nvim_create_user_command('ClaudeNvimDiffAccept', function() M.accept_current() end,
-    { desc = "claude-nvim: accept Claude's proposed change shown in this tab" })
-  api.nvim_create_user_command('ClaudeNvimDiffDeny', function() M.deny_current() end,
-    { desc = "claude-nvim: reject Claude's proposed change shown in this tab" })
+  created = core.create_commands({
+    ClaudeNvimDiffAccept = { function() M.accept_current() end,
+      { desc = "claude-nvim: accept Claude's proposed change shown in this tab" } },
+    ClaudeNvimDiffDeny = { function() M.deny_current() end,
+      { desc = "claude-nvim: reject Claude's proposed change shown in this tab" } },
+  })
 end
 
 function M.stop()
   for id in pairs(diffs) do M.close(id, false) end
-  pcall(api.nvim_del_user_command, 'ClaudeNvimDiffAccept')
-  pcall(api.nvim_del_user_command, 'ClaudeNvimDiffDeny')
+  for _, name in ipairs(created) do pcall(api.nvim_del_user_command, name) end
+  created = {}
 end
 
 return M

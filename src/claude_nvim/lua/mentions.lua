@@ -32,17 +32,23 @@ function M.add(opts)
   send({ filePath = path, lineStart = start and start - 1, lineEnd = stop and stop - 1 })
 end
 
+-- The commands this server created: the Neovim plugin defines its own at start-up (they call
+-- M.send and M.add), and a stopping server leaves those alone.
+local created = {}
+
 function M.setup(opts)
   EVENT = opts.event
-  api.nvim_create_user_command('ClaudeNvimSend', function(o) core.guard(M.send)(o) end, {
-    range = true, desc = 'claude-nvim: send the selected lines (or this line) to Claude' })
-  api.nvim_create_user_command('ClaudeNvimAdd', function(o) core.guard(M.add)(o) end, {
-    nargs = '+', complete = 'file', desc = 'claude-nvim: send a file or directory to Claude' })
+  created = core.create_commands({
+    ClaudeNvimSend = { function(o) core.guard(M.send)(o) end, { range = true,
+      desc = 'claude-nvim: send the selected lines (or this line) to Claude' } },
+    ClaudeNvimAdd = { function(o) core.guard(M.add)(o) end, { nargs = '+', complete = 'file',
+      desc = 'claude-nvim: send a file or directory to Claude' } },
+  })
 end
 
 function M.stop()
-  pcall(api.nvim_del_user_command, 'ClaudeNvimSend')
-  pcall(api.nvim_del_user_command, 'ClaudeNvimAdd')
+  for _, name in ipairs(created) do pcall(api.nvim_del_user_command, name) end
+  created = {}
 end
 
 return M

@@ -1,0 +1,391 @@
+"""The repository as a Neovim plugin: a real headless Neovim with the checkout on 'runtimepath',
+a UI attached from a second RPC client, and a stand-in `claude` on PATH that connects like the
+CLI does (no real claude needed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+
+from claude_nvim.errors import EditorError
+from claude_nvim.headless import find_nvim, headless_nvim
+from claude_nvim.testing import attached_editor, mcp_client, running_app
+from test_diffs import PendingDiff, diff_args, eventually
+
+ROOT = Path(__file__).resolve().parent.parent
+COMMANDS = ["ClaudeNvim", "ClaudeNvimFocus", "ClaudeNvimSend", "ClaudeNvimAdd",
+            "ClaudeNvimDiffAccept", "ClaudeNvimDiffDeny", "ClaudeNvimInstall"]
+
+# A stand-in for `claude`: connects to the server named by its environment (as claude does),
+# records its pid and every @-mention it gets, and exits when "exit" is typed into it.
+FAKE_CLAUDE = """\
+#!{python}
+import json, os, sys, threading, trio
+from claude_nvim.testing import mcp_client
+out = {out!r}
+with open(out + "/started.json", "w") as f:
+    json.dump({{"pid": os.getpid(), "argv": sys.argv[1:]}}, f)
+def typed():
+    for line in sys.stdin:
+        if line.strip() == "exit":
+            os._exit(0)
+threading.Thread(target=typed, daemon=True).start()
+async def main():
+    port = os.environ["CLAUDE_CODE_SSE_PORT"]
+    lock = os.path.join(os.environ["CLAUDE_CONFIG_DIR"], "ide", port + ".lock")
+    token = json.load(open(lock))["authToken"]
+    async with mcp_client(int(port), token) as client:
+        seen = 0
+        while True:
+            note = await client.next_notification("at_mentioned", after=seen, timeout=3600)
+            seen = client.notifications.index(note) + 1
+            with open(out + "/mentions.jsonl", "a") as f:
+                f.write(json.dumps(note["params"]) + "\\n")
+trio.run(main)
+"""
+
+
+@pytest.fixture
+def claude_dir(tmp_path, monkeypatch) -> Path:
+    """A directory with the stand-in `claude`, put first on PATH (for Neovims started after)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "claude"
+    script.write_text(FAKE_CLAUDE.format(python=sys.executable, out=str(tmp_path)))
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "cfg"))
+    for name in ("NVIM", "CLAUDE_CODE_SSE_PORT", "CLAUDE_NVIM_CLAUDE"):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path
+
+
+def plugin_args(**opts) -> tuple[str, ...]:
+    """Neovim's arguments: no user config, this checkout as a plugin, set up with ``opts``
+    (and the claude-nvim of this Python, whatever is on PATH)."""
+    opts = {"cmd": [sys.executable, "-m", "claude_nvim"], **opts}
+    return ("--clean", "--cmd", "let g:loaded_python3_provider = 0",
+            "--cmd", f"set runtimepath^={ROOT}",
+            "--cmd", f"lua require('claude_nvim').setup(vim.json.decode([[{json.dumps(opts)}]]))")
+
+
+@pytest.fixture
+async def user(claude_dir):
+    """A plugin Neovim with an 120x40 UI attached: the user's side."""
+    with headless_nvim(cwd=claude_dir, args=plugin_args()) as (address, _process):
+        async with attached_editor(address) as nvim:
+            await nvim.request("nvim_ui_attach", 120, 40, {"ext_linegrid": True})
+            nvim.address = address
+            yield nvim
+
+
+async def claude_started(tmp_path: Path) -> dict:
+    with trio.fail_after(20):
+        while not (tmp_path / "started.json").exists():
+            await trio.sleep(0.05)
+        while True:
+            try:
+                return json.loads((tmp_path / "started.json").read_text())
+            except json.JSONDecodeError:
+                await trio.sleep(0.05)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+TERMINAL = """
+local info = require('claude_nvim.terminal').info()
+if info == nil then return vim.NIL end
+local win = info.win
+return { buf = info.buf, job = info.job, shown = win ~= nil,
+         current = win ~= nil and win == vim.api.nvim_get_current_win(),
+         pos = win and vim.api.nvim_win_get_position(win), width = win and
+         vim.api.nvim_win_get_width(win), height = win and vim.api.nvim_win_get_height(win),
+         float = win and vim.api.nvim_win_get_config(win).relative ~= '',
+         tabs = #vim.api.nvim_list_tabpages(), running = vim.fn.jobwait({info.job}, 0)[1] == -1 }
+"""
+
+
+async def mode(nvim) -> str:
+    return (await nvim.request("nvim_get_mode"))["mode"]
+
+
+async def test_the_commands_exist_at_start_up(user):
+    exists = await user.exec_lua("return vim.tbl_map(function(c) return vim.fn.exists(':' .. c) "
+                                 "end, {...})", *COMMANDS)
+    assert exists == [2] * len(COMMANDS)
+    assert await user.exec_lua("return vim.g.claude_nvim_server") is None  # no server yet
+    await user.request("nvim_command", "ClaudeNvimDiffAccept")  # no E492: says why not
+    messages = await user.exec_lua("return vim.api.nvim_exec2('messages', {output=true}).output")
+    assert "no pending diff here" in messages
+    assert await user.exec_lua("return require('claude_nvim').status()") == ""
+
+
+async def test_toggle_hides_and_shows_the_same_running_claude(user, claude_dir):
+    await user.request("nvim_command", "ClaudeNvim --resume")
+    first = await eventually(user, TERMINAL)
+    assert first["current"] and first["running"]
+    assert first["pos"] == [0, 120 - 48] and first["width"] == 48  # right, 40 %
+    assert await mode(user) == "t"
+    started = await claude_started(claude_dir)
+    assert started["argv"][0] == "--resume"
+    await user.request("nvim_input", "<C-\\><C-n>")
+    await user.request("nvim_command", "ClaudeNvim")  # hide: claude keeps running
+    hidden = await user.exec_lua(TERMINAL)
+    assert not hidden["shown"] and hidden["running"] and alive(started["pid"])
+    assert hidden["buf"] == first["buf"]
+    assert await user.exec_lua("return #vim.api.nvim_list_wins()") == 1
+    await user.request("nvim_command", "ClaudeNvim")  # the same terminal, back
+    shown = await user.exec_lua(TERMINAL)
+    assert shown["current"] and shown["buf"] == first["buf"] and shown["job"] == first["job"]
+    assert await mode(user) == "t"
+    await user.request("nvim_command", "ClaudeNvimFocus")  # back to the file
+    assert not (await user.exec_lua(TERMINAL))["current"]
+    await user.request("nvim_command", "ClaudeNvimFocus")
+    assert (await user.exec_lua(TERMINAL))["current"]
+    await user.exec_lua("vim.fn.chansend(select(1, ...), 'exit\\r')", first["job"])
+    await eventually(user, "return require('claude_nvim.terminal').info() == nil")
+    assert await user.exec_lua("return {#vim.api.nvim_list_wins(), "
+                               "vim.api.nvim_buf_is_valid(select(1, ...))}", first["buf"]) == [
+        1, False]  # its window and buffer are gone with it
+
+
+@pytest.mark.parametrize("position", ["left", "bottom", "float", "tab"])
+async def test_the_terminal_opens_where_asked(user, claude_dir, position):
+    await user.exec_lua("require('claude_nvim').config.terminal = {position = select(1, ...),"
+                        " size = 0.5}", position)
+    await user.request("nvim_command", "ClaudeNvim")
+    where = await eventually(user, TERMINAL)
+    assert where["current"] and await mode(user) == "t"
+    expected = {"left": lambda w: w["pos"] == [0, 0] and w["width"] == 60,
+                "bottom": lambda w: w["pos"][0] > 0 and w["width"] == 120 and not w["float"],
+                "float": lambda w: w["float"] and w["width"] == 60,
+                "tab": lambda w: w["tabs"] == 2}[position]
+    assert expected(where), where
+    await claude_started(claude_dir)
+    await user.exec_lua("vim.fn.chansend(select(1, ...), 'exit\\r')", where["job"])
+    await eventually(user, "return require('claude_nvim.terminal').info() == nil")
+
+
+async def test_send_with_no_claude_starts_one_and_the_mention_reaches_it(user, claude_dir):
+    path = claude_dir / "a.py"
+    path.write_text("".join(f"line {i}\n" for i in range(1, 11)))
+    await user.exec_lua("""
+        vim.g.events = {}
+        vim.api.nvim_create_autocmd('User', { pattern = 'ClaudeNvim*', callback = function(ev)
+          vim.g.events = vim.list_extend(vim.g.events, { { ev.match, ev.data } }) end })""")
+    await user.request("nvim_command", f"edit {path}")
+    await user.request("nvim_win_set_cursor", 0, [3, 0])
+    await user.request("nvim_command", "ClaudeNvimSend")
+    await user.request("nvim_command", "ClaudeNvimAdd a.py 5 6")
+    mentions = claude_dir / "mentions.jsonl"
+    with trio.fail_after(20):
+        while len(mentions.read_text().splitlines() if mentions.exists() else []) < 2:
+            await trio.sleep(0.05)
+    assert [json.loads(line) for line in mentions.read_text().splitlines()] == [
+        {"filePath": str(path), "lineStart": 2, "lineEnd": 2},
+        {"filePath": str(path), "lineStart": 4, "lineEnd": 5}]
+    assert await eventually(user, "return require('claude_nvim').status()") == "Claude"
+    events = await user.exec_lua("return vim.g.events")
+    assert events == [["ClaudeNvimConnected", {"clients": 1}]]
+    # Connected, the commands go straight to the server.
+    await user.request("nvim_command", "wincmd p | 7ClaudeNvimSend")
+    with trio.fail_after(5):
+        while len(mentions.read_text().splitlines()) < 3:
+            await trio.sleep(0.05)
+    assert json.loads(mentions.read_text().splitlines()[2])["lineStart"] == 6
+    job = (await user.exec_lua(TERMINAL))["job"]
+    await user.exec_lua("vim.fn.chansend(select(1, ...), 'exit\\r')", job)
+    await eventually(user, "return vim.g.claude_nvim_server == nil")
+    assert (await user.exec_lua("return vim.g.events"))[-1] == [
+        "ClaudeNvimDisconnected", {"clients": 0}]
+    exists = await user.exec_lua("return vim.tbl_map(function(c) return vim.fn.exists(':' .. c) "
+                                 "end, {...})", *COMMANDS)
+    assert exists == [2] * len(COMMANDS)  # the stopped server left the plugin's commands
+
+
+async def test_a_claude_that_cannot_start_stays_on_screen_saying_why(claude_dir, monkeypatch):
+    monkeypatch.setenv("PATH", without_claude())
+    path = claude_dir / "a.py"
+    path.write_text("a\n")
+    with headless_nvim(cwd=claude_dir, args=plugin_args()) as (address, _process):
+        async with attached_editor(address) as nvim:
+            await nvim.request("nvim_ui_attach", 120, 40, {"ext_linegrid": True})
+            await nvim.request("nvim_command", f"edit {path} | ClaudeNvimSend")
+            messages = await eventually(nvim, MESSAGES_WITH, "dropped", timeout=20)
+            assert "1 mention(s) dropped: Claude did not start; send again" in messages
+            assert "exited with code 127" in messages
+            screen = "\n".join(await nvim.exec_lua(
+                "return vim.api.nvim_buf_get_lines(0, 0, -1, false)"))
+            assert "`claude` is not on PATH" in screen
+            assert await nvim.exec_lua("return require('claude_nvim.terminal').running()") is False
+
+
+MESSAGES_WITH = """local m = vim.api.nvim_exec2('messages', {output = true}).output
+return m:find(..., 1, true) and m"""
+
+
+def without_claude(command: str = "claude") -> str:
+    """$PATH without a `claude` (or `command`)."""
+    return os.pathsep.join(d for d in os.environ["PATH"].split(os.pathsep)
+                           if not os.access(os.path.join(d, command), os.X_OK))
+
+
+async def test_with_no_claude_nvim_to_run_both_say_how_to_get_one(claude_dir, monkeypatch):
+    monkeypatch.setenv("PATH", without_claude("claude-nvim"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(claude_dir / "data"))  # no private install
+    args = [a.replace('"cmd": [', '"cmd_unused": [') for a in plugin_args()]
+    with headless_nvim(cwd=claude_dir, args=args) as (address, _process):
+        async with attached_editor(address) as nvim:
+            await nvim.request("nvim_command", "checkhealth claude_nvim")
+            text = "\n".join(await nvim.request("nvim_buf_get_lines", 0, 0, -1, False))
+            with pytest.raises(EditorError, match="no claude-nvim: run :ClaudeNvimInstall"):
+                await nvim.request("nvim_command", "ClaudeNvim")
+    assert "ERROR no claude-nvim to run" in text and "run :ClaudeNvimInstall" in text
+
+
+async def test_checkhealth_shows_the_doctors_checks(user, claude_dir):
+    await user.request("nvim_command", "checkhealth claude_nvim")
+    text = "\n".join(await user.request("nvim_buf_get_lines", 0, 0, -1, False))
+    assert f"OK {sys.executable} -m claude_nvim (opts.cmd)" in text
+    assert "OK claude-nvim 0." in text and f"at {sys.executable}" in text
+    assert f"at {claude_dir / 'bin' / 'claude'}" in text  # the stand-in, on PATH
+    assert f", running at {user.address}" in text
+    assert "no claude-nvim server runs for it yet" in text
+    assert "ERROR" not in text, text
+
+
+async def test_checkhealth_gives_advice_for_what_is_missing(claude_dir, monkeypatch):
+    monkeypatch.setenv("PATH", without_claude())
+    with headless_nvim(cwd=claude_dir, args=plugin_args()) as (address, _process):
+        async with attached_editor(address) as nvim:
+            await nvim.request("nvim_command", "checkhealth claude_nvim")
+            text = "\n".join(await nvim.request("nvim_buf_get_lines", 0, 0, -1, False))
+    assert "ERROR `claude` is not on PATH" in text
+    assert "npm install -g @anthropic-ai/claude-code" in text
+
+
+WINDOWS = """return vim.tbl_map(function(w) local b = vim.api.nvim_win_get_buf(w)
+  return { vim.api.nvim_buf_get_name(b), vim.wo[w].diff } end, vim.api.nvim_tabpage_list_wins(0))"""
+
+
+@pytest.mark.parametrize("open_in", ["tab", "current"])
+async def test_the_proposal_says_what_it_is_and_how_to_answer(user, claude_dir, open_in):
+    path = claude_dir / "a.py"
+    path.write_text("old\n")
+    await user.exec_lua("require('claude_nvim').setup({diff = {open_in = select(1, ...)}})",
+                        open_in)
+    await user.request("nvim_ui_try_resize", 200, 40)
+    await user.request("nvim_command", f"edit {path} | vsplit | enew")  # like a terminal beside
+    before = await user.exec_lua("return {vim.api.nvim_get_current_win(), "
+                                 "#vim.api.nvim_list_wins()}")
+    async with running_app(user.address, lock_directory=claude_dir / "ide") as app, \
+            mcp_client(app.port, app.token) as client, trio.open_nursery() as nursery:
+        pending = PendingDiff(client, diff_args(path, "new\n"))
+        nursery.start_soon(pending.run)
+        proposal = await eventually(user, "return vim.b.claude_nvim_proposal and "
+                                          "{vim.api.nvim_eval_statusline(vim.wo.winbar, "
+                                          "{use_winbar = true}).str, "
+                                          "#vim.api.nvim_list_tabpages()}")
+        winbar, tabs = proposal[0].rstrip(), proposal[1]
+        assert winbar == ":w accepts (edits too) · :q rejects · Claude's proposal for a.py"
+        assert await eventually(user, "return require('claude_nvim').status()") == (
+            "Claude · 1 diff")
+        if open_in == "current":
+            # In this tab: the file in the window it was in (the previous one), then Claude's.
+            assert tabs == 1
+            assert await user.exec_lua(WINDOWS) == [
+                ["", False], [str(path), True], ["claude-nvim://diff/1/a.py", True]]
+        else:
+            assert tabs == 2
+        await user.request("nvim_command", "quit")  # :q rejects
+        assert await pending.outcome() == ["DIFF_REJECTED", "✻ [Claude Code] a.py (f8942c) ⧉"]
+        await client.call_tool("close_tab", {"tab_name": "✻ [Claude Code] a.py (f8942c) ⧉"})
+        after = await user.exec_lua("return {vim.api.nvim_get_current_win(), "
+                                    "#vim.api.nvim_list_wins(), #vim.api.nvim_list_tabpages()}")
+        assert after[1:] == [before[1], 1]  # the windows as they were
+        assert await user.exec_lua(WINDOWS) == [["", False], [str(path), False]]
+
+
+async def test_keep_focus_leaves_the_cursor_in_the_terminal(user, claude_dir):
+    path = claude_dir / "a.py"
+    path.write_text("old\n")
+    await user.exec_lua("require('claude_nvim').setup({diff = {open_in = 'current',"
+                        " keep_focus = true}})")
+    await user.request("nvim_command", f"edit {path} | botright vsplit | terminal")
+    await user.request("nvim_command", "startinsert")
+    terminal = await user.exec_lua("return vim.api.nvim_get_current_win()")
+    async with running_app(user.address, lock_directory=claude_dir / "ide") as app, \
+            mcp_client(app.port, app.token) as client, trio.open_nursery() as nursery:
+        nursery.start_soon(PendingDiff(client, diff_args(path, "new\n")).run)
+        await eventually(user, "for _, b in ipairs(vim.api.nvim_list_bufs()) do "
+                               "if vim.b[b].claude_nvim_proposal then return true end end")
+        assert await user.exec_lua("return vim.api.nvim_get_current_win()") == terminal
+        assert await mode(user) == "t"
+        nursery.cancel_scope.cancel()
+
+
+def test_build_lua_makes_the_private_install(tmp_path):
+    data = tmp_path / "data"
+    env = {**os.environ, "XDG_DATA_HOME": str(data)}
+    done = subprocess.run([find_nvim(), "-l", "build.lua"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    venv = data / "nvim" / "claude-nvim" / "venv"
+    assert f"claude-nvim: creating a venv in {venv}" in done.stdout
+    assert f"claude-nvim: installing claude-nvim from {ROOT} (pip)" in done.stdout
+    assert f"installed in {venv}" in done.stdout
+    version = subprocess.run([venv / "bin" / "claude-nvim", "--version"], capture_output=True,
+                             text=True, timeout=60)
+    assert version.stdout.startswith("claude-nvim 0.")
+    # The plugin runs it, with no opts.cmd.
+    runs = subprocess.run([find_nvim(), "--clean", "--headless", "--cmd",
+                           f"set runtimepath^={ROOT}", "-c",
+                           "lua io.stdout:write(require('claude_nvim').command()[1])", "-c", "qa!"],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert runs.stdout == str(venv / "bin" / "claude-nvim")
+    # As lazy.nvim runs it, at an update: in a coroutine it resumes now and then, which yields
+    # its progress; the install is redone.
+    driver = tmp_path / "lazy.lua"
+    driver.write_text(LAZY_LIKE.replace("BUILD", str(ROOT / "build.lua")))
+    lazy = subprocess.run([find_nvim(), "--clean", "--headless", "-c", f"luafile {driver}",
+                           "-c", "qa!"], env=env, capture_output=True, text=True, timeout=600)
+    assert lazy.stdout.splitlines() == [
+        "installing claude-nvim", f"installing claude-nvim from {ROOT} (pip)",
+        f"{version.stdout.strip()} installed in {venv}", "done"], lazy.stdout + lazy.stderr
+
+
+# Drive build.lua as lazy.nvim does (loadfile, then call it in a coroutine resumed from the
+# event loop); show what it yields (once each); say "done" when it ends.
+LAZY_LIKE = r"""
+local task, shown = coroutine.create(function() assert(loadfile('BUILD'))() end), {}
+while coroutine.status(task) ~= 'dead' do
+  local ok, msg = coroutine.resume(task)
+  assert(ok, msg)
+  if msg and msg ~= shown[#shown] then shown[#shown + 1] = msg end
+  vim.wait(20)
+end
+io.stdout:write(table.concat(shown, '\n') .. '\ndone\n')
+"""
+
+
+def test_the_plugin_lua_is_checked_on_this_neovim(tmp_path):
+    """Every Lua file of the plugin loads (syntax) on the Neovim under test."""
+    files = [str(p) for p in [ROOT / "build.lua", *sorted((ROOT / "lua").rglob("*.lua")),
+                              *sorted((ROOT / "plugin").glob("*.lua"))]]
+    script = tmp_path / "check.lua"
+    script.write_text("for _, f in ipairs(arg) do assert(loadfile(f)) end")
+    done = subprocess.run([find_nvim(), "-l", str(script), *files], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
