@@ -75,12 +75,62 @@ async def test_mentions_wait_for_a_client_and_reach_it_when_it_connects(app, nvi
     assert "no Claude is connected yet" in messages
 
 
-async def test_two_clients_both_receive_a_mention(app, client, nvim, tmp_path):
-    async with mcp_client(app.port, app.token) as other:
+async def messages(nvim):
+    return await nvim.exec_lua("return vim.api.nvim_exec2('messages', {output=true}).output")
+
+
+async def test_with_two_claudes_the_latest_to_connect_gets_the_mention(app, client, nvim,
+                                                                      tmp_path):
+    async with mcp_client(app.port, app.token, pid=4343) as other:
         await ready(client, nvim, tmp_path)
         await ready(other, nvim, tmp_path)
         await nvim.request("nvim_command", f"ClaudeNvimAdd {tmp_path}")
-        assert await mention(client) == await mention(other) == {"filePath": str(tmp_path)}
+        assert await mention(other) == {"filePath": str(tmp_path)}
+        assert await client.no_notification("at_mentioned")
+        assert "sent to the Claude with pid 4343" in await messages(nvim)
+
+
+async def test_a_mention_goes_to_the_claude_of_the_terminal_entered_last(app, nvim, tmp_path):
+    # Two :terminal buffers, each the home of one Claude: the pid a Claude sends in
+    # ide_connected is its terminal's job pid (or a descendant of it).
+    path = tmp_path / "m.py"
+    path.write_text("m\n")
+    await nvim.request("nvim_command", f"edit {path}")
+    editor_win = await nvim.request("nvim_get_current_win")
+    terminals = []
+    for _ in range(2):
+        await nvim.request("nvim_command", "botright split | terminal sleep 60")
+        terminals.append(await nvim.exec_lua(
+            "return {vim.api.nvim_get_current_win(), vim.api.nvim_get_current_buf(),"
+            " vim.b.terminal_job_pid}"))
+    (win_a, buf_a, pid_a), (win_b, buf_b, pid_b) = terminals
+    await nvim.request("nvim_set_current_win", editor_win)
+    async with mcp_client(app.port, app.token, pid=pid_a) as claude_a, \
+            mcp_client(app.port, app.token, pid=pid_b) as claude_b:
+        for claude in (claude_a, claude_b):
+            await claude.next_notification("selection_changed")
+        for win, to, other, buf in ((win_a, claude_a, claude_b, buf_a),
+                                    (win_b, claude_b, claude_a, buf_b),
+                                    (win_a, claude_a, claude_b, buf_a)):
+            seen = len(to.notifications), len(other.notifications)
+            await nvim.request("nvim_set_current_win", win)  # the user visits its terminal
+            await nvim.request("nvim_set_current_win", editor_win)
+            await nvim.request("nvim_command", "ClaudeNvimSend")
+            assert await mention(to, seen[0]) == {"filePath": str(path), "lineStart": 0,
+                                                  "lineEnd": 0}
+            assert await other.no_notification("at_mentioned", after=seen[1])
+            assert f"sent to the Claude in terminal buffer {buf}" in await messages(nvim)
+        # Its diff says whose proposal it is, as several Claudes are connected.
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(claude_b.call_tool, "openDiff", {
+                "old_file_path": str(path), "new_file_path": str(path),
+                "new_file_contents": "n\n", "tab_name": "by b"})
+            with trio.fail_after(5):
+                while "proposal of" not in (winbar := await nvim.exec_lua(
+                        "return vim.wo.winbar")):
+                    await trio.sleep(0.05)
+            assert f"proposal of the Claude in terminal buffer {buf_b} for" in winbar
+            await nvim.request("nvim_command", "ClaudeNvimDiffDeny")
 
 
 def fake_claude(tmp_path):

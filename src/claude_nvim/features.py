@@ -130,8 +130,9 @@ class DiffsFeature(Feature):
 
 
 class MentionsFeature(Feature):
-    """``claude_nvim.mentions``: the user's :ClaudeNvimSend and :ClaudeNvimAdd, sent to every
-    IDE client as ``at_mentioned`` (queued in ``outboxes`` while there is none)."""
+    """``claude_nvim.mentions``: the user's :ClaudeNvimSend and :ClaudeNvimAdd, sent to one IDE
+    client as ``at_mentioned``: the Claude of the terminal the user was in last (queued in
+    ``outboxes`` while there is none)."""
 
     lua = shared_module("mentions")
 
@@ -150,8 +151,11 @@ class MentionsFeature(Feature):
         await super().start(editor, nursery)
 
     def _mention(self, args: list[Any]) -> None:
-        if self._nursery is not None and args and isinstance(args[0], dict):
-            self.outboxes.send_mention(notification("at_mentioned", args[0]), self._nursery)
+        mention, recent = [*args, None, None][:2]
+        if self._nursery is not None and isinstance(mention, dict):
+            buffers = [b for b in recent if isinstance(b, int)] if isinstance(recent, list) else []
+            self.outboxes.send_mention(notification("at_mentioned", mention), buffers,
+                                       self._nursery)
 
 
 def built_in(*, max_file_bytes: int, on_folders: Callable[[list[str]], None],

@@ -2,7 +2,8 @@
 
 ``:ClaudeNvimSend`` sends the selected lines (or the current line); ``:ClaudeNvimAdd {path}
 [start] [end]`` sends a file, a line range of it, or a directory (both in ``lua/mentions.lua``).
-The server broadcasts them; with no client ready it queues them for a while
+The server sends each to one Claude, the one whose terminal the user was in last
+(:mod:`claude_nvim.claudes`); with no client ready it queues them for a while
 (:data:`QUEUE_SECONDS`, :class:`~claude_nvim.outboxes.Outboxes`).
 """
 

@@ -1,13 +1,16 @@
-"""The notifications on their way to the IDE clients: one outbox per client that listens, and
-the @-mentions sent while none does, kept for a while for the first that comes."""
+"""The notifications on their way to the IDE clients: one outbox per client that listens, the
+@-mention routing among several Claudes (:mod:`claude_nvim.claudes`), and the @-mentions sent
+while none listens, kept for a while for the first that comes."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 import trio
+
+from .claudes import Claude, Claudes
 
 JSON = dict[str, Any]
 Tell = Callable[[str, str], Awaitable[None]]
@@ -26,28 +29,38 @@ class Outboxes:
         self._tell = tell
         self._outboxes: dict[int, trio.MemorySendChannel[JSON]] = {}
         self._queued: list[JSON] = []
+        self.claudes = Claudes()
+        """The clients listening now, and which terminal each runs in."""
 
     def __len__(self) -> int:
         """The clients listening now."""
         return len(self._outboxes)
 
-    def send_mention(self, message: JSON, nursery: trio.Nursery) -> None:
-        """Send ``message`` to every listening client; with none, queue it for the first that
-        comes, for :attr:`queue_seconds` (the user is told, in a task of ``nursery``)."""
-        if self._outboxes:
-            for outbox in self._outboxes.values():
-                with contextlib.suppress(trio.WouldBlock):  # a stuck client misses it
-                    outbox.send_nowait(message)
+    def send_mention(self, message: JSON, recent_terminals: Sequence[int],
+                     nursery: trio.Nursery) -> None:
+        """Send ``message`` to one listening client: the Claude of the terminal the user was
+        in last (``recent_terminals``: buffer numbers, most recent first), else the latest to
+        connect; with more than one listening, the user is told which got it. With none,
+        queue it for the first that comes, for :attr:`queue_seconds` (the user is told, in a
+        task of ``nursery``)."""
+        target = self.claudes.mention_target(recent_terminals)
+        if target is not None:
+            with contextlib.suppress(trio.WouldBlock):  # a stuck client misses it
+                self._outboxes[target.connection_id].send_nowait(message)
+            if len(self.claudes) > 1:
+                nursery.start_soon(self._tell, f"sent to {target.label()}", "INFO")
             return
         self._queued.append(message)
         if len(self._queued) == 1:
             nursery.start_soon(self._expire)
 
     @contextlib.contextmanager
-    def open(self, client_id: int) -> Iterator[trio.MemoryReceiveChannel[JSON]]:
-        """The outbox of client ``client_id`` while it listens, with the queued mentions in it."""
+    def open(self, claude: Claude) -> Iterator[trio.MemoryReceiveChannel[JSON]]:
+        """The outbox of ``claude`` while it listens, with the queued mentions in it."""
         outbox, inbox = trio.open_memory_channel[JSON](OUTBOX_SIZE)
+        client_id = claude.connection_id
         self._outboxes[client_id] = outbox
+        self.claudes.add(claude)
         try:
             for message in self._queued:
                 with contextlib.suppress(trio.WouldBlock):
@@ -56,6 +69,7 @@ class Outboxes:
             yield inbox
         finally:
             del self._outboxes[client_id]
+            self.claudes.remove(client_id)
 
     async def _expire(self) -> None:
         await self._tell("no Claude is connected yet: the mention is sent when one connects",

@@ -22,6 +22,7 @@ import trio
 from . import __version__ as VERSION
 from . import diffs, features, jsontext, lockfile, lua_util, mentions, protocol, websocket
 from .big_reads import BigReads
+from .claudes import Claude, Terminal
 from .editor import Editor, parse_address
 from .feature import Feature
 from .mcp import McpSession
@@ -260,7 +261,8 @@ class App:
         await session.tools_listed.wait()
         await trio.sleep(FIRST_PUSH_DELAY)
         send = partial(self._send, ws)
-        with self.outboxes.open(session.connection.id) as inbox:
+        claude = await self._identify(session.connection)
+        with self.outboxes.open(claude) as inbox:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._tell_clients, True)
                 for feature in self.features:
@@ -271,6 +273,21 @@ class App:
                 nursery.cancel_scope.cancel()
         with trio.CancelScope(shield=True):
             await self._tell_clients(False)
+
+    async def _identify(self, connection: ConnectionInfo) -> Claude:
+        """The Claude on ``connection``, with the Neovim terminal it runs in if any."""
+        terminals: list[Terminal] = []
+        if connection.client_pid is not None:
+            with contextlib.suppress(Exception):
+                found = await self.editor.call_lua(mentions.MODULE, "terminals")
+                terminals = [Terminal(t["buf"], t["pid"], str(t.get("name", "")))
+                             for t in found if isinstance(t, dict)
+                             and isinstance(t.get("buf"), int) and isinstance(t.get("pid"), int)]
+        terminal = self.outboxes.claudes.terminal_of(connection.client_pid, terminals)
+        claude = Claude(connection.id, connection.client_pid, terminal)
+        connection.label = claude.label()
+        log.info("client %d is %s", connection.id, connection.label)
+        return claude
 
     async def _tell_clients(self, connected: bool) -> None:
         """Tell Neovim how many Claudes listen now (statuslines, User autocmds)."""

@@ -179,15 +179,16 @@ class McpClient:
             message["params"] = params
         await self.send(message)
 
-    async def initialize(self) -> JSON:
-        """The CLI's opening sequence: initialize, initialized, ide_connected, tools/list."""
+    async def initialize(self, pid: int = 4242) -> JSON:
+        """The CLI's opening sequence: initialize, initialized, ide_connected (with ``pid``,
+        the claude process's), tools/list."""
         result: JSON = await self.result("initialize", {
             "protocolVersion": "2025-11-25",
             "capabilities": {"roots": {"listChanged": True}},
             "clientInfo": {"name": "claude-nvim-tests", "version": "0"},
         })
         await self.notify("notifications/initialized")
-        await self.notify("ide_connected", {"pid": 4242})
+        await self.notify("ide_connected", {"pid": pid})
         await self.result("tools/list")
         return result
 
@@ -244,10 +245,13 @@ async def mcp_client(
     subprotocols: tuple[str, ...] = ("mcp",),
     path: str = "/",
     timeout: float = REQUEST_TIMEOUT,
+    pid: int = 4242,
 ) -> AsyncIterator[McpClient]:
     """A connected client; initialized like the CLI unless ``initialize=False``.
 
-    ``path="/mcp"`` is the model endpoint; ``timeout`` is each request's default timeout.
+    ``path="/mcp"`` is the model endpoint; ``timeout`` is each request's default timeout;
+    ``pid`` is the claude process it says it is (a Claude in a Neovim terminal descends from
+    the terminal's job).
     """
     headers = [] if token is None else [(b"x-claude-code-ide-authorization", token.encode())]
     async with open_websocket("127.0.0.1", port, path, use_ssl=False,
@@ -257,7 +261,7 @@ async def mcp_client(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(client._read)
             if initialize:
-                await client.initialize()
+                await client.initialize(pid)
             yield client
             nursery.cancel_scope.cancel()
 

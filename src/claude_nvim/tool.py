@@ -100,6 +100,9 @@ class ConnectionInfo:
     id: int
     client_pid: int | None = None
     client_info: Mapping[str, Any] = field(default_factory=dict)
+    label: str | None = None
+    """How the user knows this Claude in Neovim ("the Claude in terminal buffer 5"), once it
+    listens for notifications; ``None`` before, and for the model endpoint."""
 
 
 @dataclass

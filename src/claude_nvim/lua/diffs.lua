@@ -73,7 +73,7 @@ end
 
 -- Open diff `id`: a new tab with the target file (an empty scratch buffer for a new file)
 -- beside an editable proposal buffer that no :w can write to disk.
-function M.open(id, candidates, lines, tab_name)
+function M.open(id, candidates, lines, tab_name, by)
   -- The first candidate that exists on disk (it is an edit), else the first (a new file).
   local path, exists = core.absolute(candidates[1]), false
   for _, candidate in ipairs(candidates) do
@@ -127,7 +127,12 @@ function M.open(id, candidates, lines, tab_name)
   -- How to answer and what this window is, where the user looks (% is the winbar's escape;
   -- a narrow window cuts the file's name, at %<, not the keys: the status line has it too).
   local name = vim.fn.fnamemodify(path, ':~:.'):gsub('%%', '%%%%')
-  vim.wo[right].winbar = ":w accepts (edits too) · :q rejects · Claude's proposal for %<"
+  -- `by`: which Claude proposed it, named when several share this Neovim.
+  local server = vim.g.claude_nvim_server
+  local several = type(server) == 'table' and (tonumber(server.clients) or 0) > 1
+  local whose = several and type(by) == 'string' and ('proposal of ' .. by:gsub('%%', '%%%%'))
+    or "Claude's proposal"
+  vim.wo[right].winbar = ':w accepts (edits too) · :q rejects · ' .. whose .. ' for %<'
     .. name .. (exists and '' or ' (new file)')
   for _, win in ipairs({ left, right }) do
     api.nvim_win_call(win, function() vim.cmd('diffthis') end)

@@ -8,8 +8,37 @@ local EVENT  -- set by M.setup, from mentions.py
 
 local function warn(msg) vim.notify('claude-nvim: ' .. msg, vim.log.levels.WARN) end
 
+-- Terminal buffers the user was in, most recent first: the server sends a mention to the
+-- Claude running in the first of them that has one (several Claudes may share this Neovim).
+local recent = {}
+local MAX_RECENT = 16
+
+local function visited(args)
+  if vim.bo[args.buf].buftype ~= 'terminal' then return end
+  for i = #recent, 1, -1 do
+    if recent[i] == args.buf then table.remove(recent, i) end
+  end
+  table.insert(recent, 1, args.buf)
+  recent[MAX_RECENT + 1] = nil
+end
+
 local function send(mention)
-  if not core.notify(EVENT, mention) then warn('the claude-nvim server is not running') end
+  local live = {}
+  for _, buf in ipairs(recent) do
+    if api.nvim_buf_is_valid(buf) then live[#live + 1] = buf end
+  end
+  recent = live
+  if not core.notify(EVENT, mention, recent) then warn('the claude-nvim server is not running') end
+end
+
+-- The terminal buffers running a job: {buf, pid, name} (a Claude's pid descends from one).
+function M.terminals()
+  local found = {}
+  for _, buf in ipairs(api.nvim_list_bufs()) do
+    local pid = vim.bo[buf].buftype == 'terminal' and vim.b[buf].terminal_job_pid
+    if pid then found[#found + 1] = { buf = buf, pid = pid, name = api.nvim_buf_get_name(buf) } end
+  end
+  return found
 end
 
 function M.send(opts)
@@ -38,6 +67,10 @@ local created = {}
 
 function M.setup(opts)
   EVENT = opts.event
+  local group = api.nvim_create_augroup('claude_nvim_mentions', { clear = true })
+  api.nvim_create_autocmd({ 'BufEnter', 'TermEnter' }, { group = group, callback = visited })
+  local current = api.nvim_get_current_buf()
+  if vim.bo[current].buftype == 'terminal' then visited({ buf = current }) end
   created = core.create_commands({
     ClaudeNvimSend = { function(o) core.guard(M.send)(o) end, { range = true,
       desc = 'claude-nvim: send the selected lines (or this line) to Claude' } },
@@ -49,6 +82,7 @@ end
 function M.stop()
   for _, name in ipairs(created) do pcall(api.nvim_del_user_command, name) end
   created = {}
+  pcall(api.nvim_del_augroup_by_name, 'claude_nvim_mentions')
 end
 
 return M

@@ -23,7 +23,8 @@ async def open_diff(ctx: ToolContext, args: JSON) -> ToolResult:
     try:
         refusal = await ctx.editor.call_lua(DIFFS, "open", diff.id,
                                             candidate_paths(args["new_file_path"]),
-                                            split_lines(contents), tab_name)
+                                            split_lines(contents), tab_name,
+                                            ctx.connection.label)
         if refusal:
             raise ToolError(refusal)
         await diff.done.wait()  # no timeout: only the user, the CLI or a disconnect end it
