@@ -195,9 +195,9 @@ async def test_a_cancelled_queued_request_never_reaches_neovim(client_class, nvi
         assert await editor.exec_lua("return vim.g.queued_ran") is None
 
 
-async def test_the_wait_for_a_slot_has_its_own_limit(client_class, nvim_address, monkeypatch):
-    monkeypatch.setattr("claude_nvim.rpc_scheduler.QUEUE_TIMEOUT", 0.1)
-    async with attached(client_class, nvim_address, max_in_flight=1) as editor:
+async def test_the_wait_for_a_slot_has_its_own_limit(client_class, nvim_address):
+    async with attached(client_class, nvim_address, max_in_flight=1,
+                        queue_timeout=0.1) as editor:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(partial(editor.exec_lua, "vim.uv.sleep(400)", timeout=None))
             await trio.sleep(0.05)

@@ -17,7 +17,7 @@ import trio
 
 from .editor import DEFAULT_TIMEOUT, error_text, parse_address
 from .errors import EditorError, EditorGone
-from .rpc_scheduler import MAX_IN_FLIGHT, EditorBase
+from .rpc_scheduler import MAX_IN_FLIGHT, QUEUE_TIMEOUT, EditorBase
 from .socket_io import send_all
 
 log = logging.getLogger(__name__)
@@ -31,8 +31,10 @@ class SocketEditor(EditorBase):
     """An :class:`Editor` speaking msgpack-RPC to a Neovim unix socket or TCP address."""
 
     def __init__(self, address: str, *, timeout: float = DEFAULT_TIMEOUT,
-                 max_in_flight: int = MAX_IN_FLIGHT) -> None:
-        super().__init__(address, timeout=timeout, max_in_flight=max_in_flight)
+                 max_in_flight: int = MAX_IN_FLIGHT, queue_timeout: float = QUEUE_TIMEOUT
+                 ) -> None:
+        super().__init__(address, timeout=timeout, max_in_flight=max_in_flight,
+                         queue_timeout=queue_timeout)
         # Neovim sends every Lua string as msgpack str, valid UTF-8 or not (file names, buffer
         # bytes): surrogateescape carries such bytes through to Python and back unchanged.
         self._packer = msgpack.Packer(unicode_errors="surrogateescape")

@@ -20,7 +20,7 @@ import trio
 
 from .editor import DEFAULT_TIMEOUT, error_text, parse_address
 from .errors import EditorError, EditorGone
-from .rpc_scheduler import MAX_IN_FLIGHT, EditorBase
+from .rpc_scheduler import MAX_IN_FLIGHT, QUEUE_TIMEOUT, EditorBase
 
 log = logging.getLogger(__name__)
 
@@ -29,8 +29,10 @@ class PynvimEditor(EditorBase):
     """An :class:`~claude_nvim.editor.Editor` attached to a running Neovim through pynvim."""
 
     def __init__(self, address: str, *, timeout: float = DEFAULT_TIMEOUT,
-                 max_in_flight: int = MAX_IN_FLIGHT) -> None:
-        super().__init__(address, timeout=timeout, max_in_flight=max_in_flight)
+                 max_in_flight: int = MAX_IN_FLIGHT, queue_timeout: float = QUEUE_TIMEOUT
+                 ) -> None:
+        super().__init__(address, timeout=timeout, max_in_flight=max_in_flight,
+                         queue_timeout=queue_timeout)
         self._nvim: Any = None
         self._token: trio.lowlevel.TrioToken | None = None
         self._gone = False

@@ -66,9 +66,12 @@ class EditorBase(abc.ABC):
     """
 
     def __init__(self, address: str, *, timeout: float = DEFAULT_TIMEOUT,
-                 max_in_flight: int = MAX_IN_FLIGHT) -> None:
+                 max_in_flight: int = MAX_IN_FLIGHT, queue_timeout: float = QUEUE_TIMEOUT
+                 ) -> None:
         self.address = address
         self.timeout = timeout
+        self.queue_timeout = queue_timeout
+        """Seconds a request may wait for its turn before it fails (:data:`QUEUE_TIMEOUT`)."""
         self._max_in_flight = max_in_flight
         self._in_flight: dict[int, _Call] = {}
         self._in_flight_cost = 0.0
@@ -146,7 +149,7 @@ class EditorBase(abc.ABC):
             # Our own queue is not Neovim's fault: its wait has a limit of its own.
             self._waiting.append(call)
             if call.limit is not None:
-                self._watch(call, QUEUE_TIMEOUT, trio.current_time())
+                self._watch(call, self.queue_timeout, trio.current_time())
 
         def abort(_: Any) -> trio.lowlevel.Abort:  # cancelled: the answer, if any, is dropped
             self._settle(call, None)
@@ -241,7 +244,7 @@ class EditorBase(abc.ABC):
     def _timeout_error(self, call: _Call) -> EditorTimeout:
         if call.msgid is None:
             return EditorTimeout(f"claude-nvim's requests to Neovim did not move for "
-                                 f"{QUEUE_TIMEOUT:g} s (Neovim is busy with earlier ones)")
+                                 f"{self.queue_timeout:g} s (Neovim is busy with earlier ones)")
         return EditorTimeout(
             f"Neovim did not answer within {call.limit:g} s "
             "(it may be waiting for input: a prompt, a pending operator, or a long command)")
