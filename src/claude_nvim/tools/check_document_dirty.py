@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..hookspecs import hookimpl
 from ..paths import candidate_paths
 from ..tool import IDE, JSON, Register, Tool, ToolContext, ToolResult, json_result
+from . import FILE_PATH_INPUT, not_open
 
 LUA = r"""
 local core = package.loaded['claude_nvim.core']
@@ -23,18 +24,14 @@ return M
 async def check_document_dirty(ctx: ToolContext, args: JSON) -> ToolResult:
     found = await ctx.call_lua("check", candidate_paths(args["filePath"]))
     if found is None:
-        return json_result({"success": False, "message": f"Document not open: {args['filePath']}"})
+        return not_open(args["filePath"])
     return json_result({"success": True, **found, "isUntitled": False})
 
 
 TOOL = Tool(
     name="checkDocumentDirty",
     description="Check whether a file open in Neovim has unsaved changes.",
-    input_schema={
-        "type": "object",
-        "properties": {"filePath": {"type": "string", "description": "The file's path"}},
-        "required": ["filePath"],
-    },
+    input_schema=FILE_PATH_INPUT,
     handler=check_document_dirty,
     exposure=IDE,
     annotations={"title": "Check document dirty", "readOnlyHint": True, "openWorldHint": False},

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..hookspecs import hookimpl
 from ..paths import candidate_paths
 from ..tool import IDE, JSON, Register, Tool, ToolContext, ToolResult, json_result
+from . import FILE_PATH_INPUT, not_open
 
 LUA = r"""
 local api = vim.api
@@ -37,7 +38,7 @@ return M
 async def save_document(ctx: ToolContext, args: JSON) -> ToolResult:
     saved = await ctx.call_lua("save", candidate_paths(args["filePath"]))
     if saved is None:
-        return json_result({"success": False, "message": f"Document not open: {args['filePath']}"})
+        return not_open(args["filePath"])
     if "error" in saved:
         return json_result({"success": False, "filePath": saved["filePath"],
                             "message": f"Failed to save file: {saved['error']}"})
@@ -48,11 +49,7 @@ async def save_document(ctx: ToolContext, args: JSON) -> ToolResult:
 TOOL = Tool(
     name="saveDocument",
     description="Save a file open in Neovim (write its buffer to disk).",
-    input_schema={
-        "type": "object",
-        "properties": {"filePath": {"type": "string", "description": "The file's path"}},
-        "required": ["filePath"],
-    },
+    input_schema=FILE_PATH_INPUT,
     handler=save_document,
     exposure=IDE,
     annotations={"title": "Save document", "readOnlyHint": False, "openWorldHint": False},
