@@ -13,7 +13,8 @@ PACKAGE = Path(claude_nvim.__file__).parent
 
 LAYERS: list[tuple[str, set[str]]] = [
     ("foundations", {"errors", "jsontext", "paths", "schema", "socket_io", "big_reads",
-                     "protocol", "lockfile", "headless", "lua_util", "mentions", "diffs"}),
+                     "protocol", "lockfile", "headless", "lua_util", "mentions", "diffs",
+                     "bufsync"}),
     ("the Editor interface", {"editor"}),
     ("request scheduling", {"rpc_scheduler"}),
     ("Neovim clients", {"nvim_socket", "pynvim_editor"}),

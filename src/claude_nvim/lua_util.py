@@ -320,9 +320,10 @@ return vim.NIL
 """
 
 INSTALL_LUA = r"""
--- Install (or replace) Lua modules: run by the owner only, after CLAIM_LUA.
+-- Install (or replace) Lua modules: run by the owner only, after CLAIM_LUA. Each is
+-- {name, source[, chunkname]}: '@' .. path makes its errors name the file.
 for _, m in ipairs(...) do
-  package.loaded[m[1]] = assert(loadstring(m[2], '=' .. m[1]))()
+  package.loaded[m[1]] = assert(loadstring(m[2], m[3] or ('=' .. m[1])))()
 end
 """
 

@@ -18,7 +18,7 @@ import outcome
 import trio
 
 from . import __version__ as VERSION
-from . import diffs, jsontext, lockfile, lua_util, mentions, protocol, selection, websocket
+from . import bufsync, diffs, jsontext, lockfile, lua_util, mentions, protocol, selection, websocket
 from .big_reads import BigReads
 from .editor import Editor, parse_address
 from .mcp import McpSession, notification
@@ -140,14 +140,16 @@ class App:
         if holder:
             raise AlreadyServed(holder.get("port"), holder.get("pid"))
         modules = [[lua_util.MODULE, lua_util.LUA], [selection.MODULE, selection.LUA],
-                   [diffs.MODULE, diffs.LUA], [mentions.MODULE, mentions.LUA]]
+                   [diffs.MODULE, diffs.LUA], [mentions.MODULE, mentions.LUA],
+                   [bufsync.MODULE, bufsync.LUA, bufsync.CHUNKNAME]]
         modules += [[t.lua_module, t.lua] for t in self.tools.values() if t.lua]
         await editor.exec_lua(lua_util.INSTALL_LUA, modules)
         await editor.request("nvim_set_client_info", "claude-nvim", CLIENT_VERSION,
                              "remote", {}, {"pid": os.getpid()})
         await editor.call_lua(lua_util.MODULE, "start", editor.channel_id, self.max_file_bytes,
-                              [name for name, _ in modules])
+                              [module[0] for module in modules])
         await editor.call_lua(selection.MODULE, "start")
+        await editor.call_lua(bufsync.MODULE, "setup", {})
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             port = await nursery.start(partial(
