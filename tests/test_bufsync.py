@@ -260,12 +260,15 @@ async def test_after_a_reload_the_tools_see_the_new_text(app, client, ui, tmp_pa
     buf = await edit(ui, path)
     await ui.exec_lua("vim.diagnostic.set(vim.api.nvim_create_namespace('t'), ..., "
                       "{{ lnum = 0, col = 0, end_col = 3, message = 'm' }})", buf)
-    assert (await client.call_json("getDiagnostics", {"uri": path.as_uri()}))
-    path.write_text("bär()\n")  # the diagnostic's columns are counted in the new text
-    await eventually_lines(ui, buf, ["bär()"])
-    await ui.request("nvim_input", "0vf(")
-    selection = await client.call_json("getCurrentSelection")
-    assert selection["text"] == "bär("
+    end = {"line": 0, "character": 3}
+    [before] = await client.call_json("getDiagnostics", {"uri": path.as_uri()})
+    assert before["diagnostics"][0]["range"]["end"] == end
+    path.write_text("bä()\n")  # byte 3 is now after "bä": UTF-16 character 2
+    await eventually_lines(ui, buf, ["bä()"])
+    [after] = await client.call_json("getDiagnostics", {"uri": path.as_uri()})
+    assert after["diagnostics"][0]["range"]["end"] == {"line": 0, "character": 2}
+    await ui.request("nvim_input", "0vl")
+    assert (await client.call_json("getCurrentSelection"))["text"] == "bä"
 
 
 async def test_a_new_file_buffer_shows_the_file_once_it_is_written(app, ui, tmp_path):

@@ -107,13 +107,15 @@ local function on_event(dir, err, filename)
   if err then  -- the directory went away, or the watch broke: check all its buffers
     filename = nil
   end
-  local found = false
-  for name, bufs in pairs(entry.names) do
-    if filename == nil or name == filename then
-      for buf in pairs(bufs) do pending[buf] = true; found = true end
+  if filename == nil then
+    for _, bufs in pairs(entry.names) do
+      for buf in pairs(bufs) do pending[buf] = true end
     end
+  elseif entry.names[filename] then
+    for buf in pairs(entry.names[filename]) do pending[buf] = true end
+  else
+    return  -- another file of the directory
   end
-  if not found then return end
   local now = uv.now()
   first_event = first_event or now
   if now - first_event < MAX_WAIT_MS or not timer:is_active() then
@@ -122,8 +124,15 @@ local function on_event(dir, err, filename)
   end
 end
 
+-- A file's directory and name; cheaper than vim.fs's, which validate their arguments (a
+-- thousand buffers at setup count).
+local function split(path)
+  local dir, name = path:match('^(.*)[/\\]([^/\\]+)$')
+  return (dir == '' or dir:match('^%a:$')) and dir .. '/' or dir, name
+end
+
 local function watch(buf, path)
-  local dir, name = vim.fs.dirname(path), vim.fs.basename(path)
+  local dir, name = split(path)
   local entry = dirs[dir]
   if entry == nil then
     local watcher = uv.new_fs_event()
@@ -143,7 +152,7 @@ end
 
 local function unwatch(buf)
   for _, path in ipairs(watched[buf] or {}) do
-    local dir, name = vim.fs.dirname(path), vim.fs.basename(path)
+    local dir, name = split(path)
     local entry = dirs[dir]
     if entry and entry.names[name] then
       entry.names[name][buf] = nil
@@ -162,12 +171,14 @@ end
 -- buffer any more; `gone`: it is being unloaded.
 local function track(buf, gone)
   unwatch(buf)
-  if gone or not api.nvim_buf_is_loaded(buf) or vim.bo[buf].buftype ~= '' then return end
+  if gone or not api.nvim_buf_is_loaded(buf)
+      or api.nvim_get_option_value('buftype', { buf = buf }) ~= '' then return end
   local name = api.nvim_buf_get_name(buf)
-  if name == '' or name:find('^%a[%w+.-]*://') then return end  -- no name, or a URL
+  if not (name:sub(1, 1) == '/' or name:match('^%a:[/\\]')) then return end  -- a URL, no name
   local paths = {}
-  local real = uv.fs_realpath(name)
-  for _, path in ipairs({ name, real ~= name and real or nil }) do
+  local link = uv.fs_lstat(name)  -- a symbolic link: its target's directory is watched too
+  local real = link and link.type == 'link' and uv.fs_realpath(name) or nil
+  for _, path in ipairs({ name, real }) do
     if watch(buf, path) then paths[#paths + 1] = path end
   end
   if #paths > 0 then
@@ -189,7 +200,9 @@ function M.watched_dirs()
   return out
 end
 
-function M.setup()
+-- Start following every loaded file buffer, and those loaded later. `opts`: nothing yet.
+function M.setup(opts)
+  local _ = opts
   M.stop()
   timer = uv.new_timer()
   local group = api.nvim_create_augroup(GROUP, { clear = true })
