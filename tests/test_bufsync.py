@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from claude_nvim import bufsync
 from claude_nvim.testing import running_app
 
 
@@ -286,3 +287,10 @@ async def test_a_hidden_new_file_buffer_shows_the_file_once_it_is_written(app, u
     await eventually_lines(ui, buf, ["created()"])
     assert await ui.exec_lua("return vim.bo[...].modified", buf) is False
     assert await not_blocked(ui)
+
+
+async def test_the_lua_module_names_its_file(app, ui):
+    source = await ui.exec_lua(
+        "return debug.getinfo(require('claude_nvim.bufsync').setup, 'S').source")
+    assert source == "@" + str(bufsync.PATH)
+    assert bufsync.PATH.is_file()

@@ -23,7 +23,7 @@ local QUIET_MS = 20
 -- A file written without pause still gets reloaded this often.
 local MAX_WAIT_MS = 200
 
-local dirs = {}     -- directory -> { watcher = uv_fs_event_t, names = { basename -> { buf -> true } } }
+local dirs = {}     -- directory -> { watcher = fs_event, names = { file name -> { buf -> true } } }
 local watched = {}  -- buf -> { path, ... } the file paths it is watched under
 local pending = {}  -- buf -> true: an event came for its file
 local timer = nil
@@ -69,9 +69,9 @@ local function follow(buf)
       .. '(:w writes it again)'):format(display_name(buf)))
   end
   if vim.bo[buf].modified then
-    return warn_once(buf, 'changed', ('%s changed on disk, but its buffer has unsaved changes: both '
-      .. 'kept. :e! loads the file (your changes are lost), :w writes your version over it')
-      :format(display_name(buf)))
+    return warn_once(buf, 'changed', ('%s changed on disk, but its buffer has unsaved changes: '
+      .. 'both kept. :e! loads the file (your changes are lost), :w writes your version over '
+      .. 'it'):format(display_name(buf)))
   end
   local refusal = core.unloadable(name)
   if refusal then
@@ -187,31 +187,18 @@ local function track(buf, gone)
   end
 end
 
--- Which directories are watched, and the buffers under each: for tests and :lua inspection.
-function M.watched_dirs()
-  local out = {}
-  for dir, entry in pairs(dirs) do
-    local bufs = {}
-    for _, set in pairs(entry.names) do
-      for buf in pairs(set) do bufs[#bufs + 1] = buf end
-    end
-    out[dir] = bufs
-  end
-  return out
-end
-
 -- Start following every loaded file buffer, and those loaded later. `opts`: nothing yet.
-function M.setup(opts)
-  local _ = opts
+function M.setup(opts)  -- luacheck: ignore opts
   M.stop()
   timer = uv.new_timer()
   local group = api.nvim_create_augroup(GROUP, { clear = true })
   local function on(events, fn)
     api.nvim_create_autocmd(events, { group = group, callback = core.guard(fn) })
   end
-  on({ 'BufReadPost', 'BufNewFile', 'BufFilePost', 'OptionSet' }, function(ev)
-    if ev.event ~= 'OptionSet' or ev.match == 'buftype' then track(ev.buf) end
-  end)
+  on({ 'BufReadPost', 'BufNewFile', 'BufFilePost' }, function(ev) track(ev.buf) end)
+  api.nvim_create_autocmd('OptionSet', {
+    group = group, pattern = 'buftype', callback = core.guard(function(ev) track(ev.buf) end),
+  })
   on({ 'BufWritePost' }, function(ev)  -- :w newname, :saveas: a new file to follow
     if not watched[ev.buf] or api.nvim_buf_get_name(ev.buf) ~= watched[ev.buf][1] then
       track(ev.buf)
