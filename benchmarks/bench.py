@@ -1230,7 +1230,10 @@ class Bench:
                            "freeze_max": m.freeze["max"] if m.freeze else math.nan,
                            "nvim_cpu_ms": nvim_cpu_ms}
         await self.settle(s)
-        await trio.sleep(0.5)
+        # Neovim writes swap files once 'updatetime' after the last change (the reloads):
+        # once, not a cost of being idle.
+        await trio.sleep(await s.driver.request("nvim_get_option_value", "updatetime", {})
+                         / 1000 + 0.5)
         idle_seconds = 2.0 if self.quick else 5.0
         log(f"{self.elapsed()} idle with {s.state.buffers:,} watched buffers, {idle_seconds} s")
         cpu0, nvim0 = s.server.cpu(), s.nvim.cpu()
