@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -294,3 +295,28 @@ async def test_the_lua_module_names_its_file(app, ui):
         "return debug.getinfo(require('claude_nvim.bufsync').setup, 'S').source")
     assert source == "@" + str(bufsync.PATH)
     assert bufsync.PATH.is_file()
+
+
+async def test_a_directory_removed_and_brought_back_is_followed_again(app, ui, tmp_path):
+    # As `git checkout` does to a directory the other branch lacks.
+    directory = tmp_path / "pkg"
+    directory.mkdir()
+    path = directory / "mod.py"
+    path.write_text("one()\n")
+    buf = await edit(ui, path)
+    shutil.rmtree(directory)
+    await eventually_message(ui, "pkg/mod.py was deleted on disk")
+    directory.mkdir()
+    path.write_text("two()\n")
+    await eventually_lines(ui, buf, ["two()"])
+    path.write_text("three()\n")  # and the new directory is watched for good
+    await eventually_lines(ui, buf, ["three()"])
+    assert await watches(ui) == 1
+
+
+async def test_a_file_in_a_directory_yet_to_be_made_shows_up_once_written(app, ui, tmp_path):
+    path = tmp_path / "new" / "deeper" / "mod.py"
+    buf = await edit(ui, path)
+    path.parent.mkdir(parents=True)
+    path.write_text("made()\n")
+    await eventually_lines(ui, buf, ["made()"])

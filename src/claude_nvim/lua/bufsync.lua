@@ -24,7 +24,7 @@ local QUIET_MS = 20
 local MAX_WAIT_MS = 200
 
 local dirs = {}     -- directory -> { watcher = fs_event, names = { file name -> { buf -> true } } }
-local watched = {}  -- buf -> { path, ... } the file paths it is watched under
+local watched = {}  -- buf -> { name =, at = { {dir, name}, ... }, waiting = }
 local pending = {}  -- buf -> true: an event came for its file
 local timer = nil
 local first_event = nil  -- uv.now() of the oldest pending event
@@ -56,11 +56,132 @@ local function warn_once(buf, key, message)
   core.tell(message, 'WARN')
 end
 
+local flush  -- defined below: the watchers' callbacks call it
+local on_quiet = vim.schedule_wrap(function() flush() end)
+
+-- A file's directory and name; cheaper than vim.fs's, which validate their arguments (a
+-- thousand buffers at setup count). nil for a root.
+local function split(path)
+  local dir, name = path:match('^(.*)[/\\]([^/\\]+)$')
+  if dir == nil then return nil end
+  return (dir == '' or dir:match('^%a:$')) and dir .. '/' or dir, name
+end
+
+-- A watcher's callback: in libuv's loop, where the API may not be called.
+local function on_event(dir, err, filename)
+  local entry = dirs[dir]
+  if entry == nil then return end
+  local bufs = filename and entry.names[filename]
+  if bufs then
+    for buf in pairs(bufs) do pending[buf] = true end
+  end
+  -- The directory itself (libuv names it by its own name): it may be gone, its watch dead.
+  if err or filename == nil or filename == entry.name then
+    entry.check = true
+  elseif not bufs then
+    return  -- another file of the directory
+  end
+  local now = uv.now()
+  first_event = first_event or now
+  if now - first_event < MAX_WAIT_MS or not timer:is_active() then
+    timer:stop()
+    timer:start(QUIET_MS, 0, on_quiet)
+  end
+end
+
+local function directory(path)
+  local stat = uv.fs_stat(path)
+  return stat and stat.type == 'directory' and stat or nil
+end
+
+-- Watch for changes of file `path` in its directory; while that does not exist (git checkout
+-- removes directories and brings them back), in the nearest one that does, for the next
+-- directory down. Returns where ({dir, name}) and whether it waits for a directory, or nil.
+local function watch(buf, path)
+  local dir, name = split(path)
+  local waiting = false
+  local stat = dir and (dirs[dir] or directory(dir))  -- a watched one exists (or is checked)
+  while dir and not stat do
+    dir, name = split(dir)
+    stat, waiting = dir and (dirs[dir] or directory(dir)), true
+  end
+  if dir == nil then return nil end
+  local entry = dirs[dir]
+  if entry == nil then
+    local watcher = uv.new_fs_event()
+    if watcher == nil then return nil end
+    local ok, err = watcher:start(dir, {}, function(e, file) on_event(dir, e, file) end)
+    if not ok then  -- e.g. out of inotify watches (fs.inotify.max_user_watches)
+      watcher:close()
+      core.log('warn', ('bufsync: cannot watch %s: %s'):format(dir, tostring(err)))
+      return nil
+    end
+    entry = { watcher = watcher, names = {}, ino = stat.ino, name = select(2, split(dir)) }
+    dirs[dir] = entry
+  end
+  entry.names[name] = entry.names[name] or {}
+  entry.names[name][buf] = true
+  return { dir, name }, waiting
+end
+
+local function close(dir)
+  local entry = dirs[dir]
+  entry.watcher:stop()
+  entry.watcher:close()
+  dirs[dir] = nil
+end
+
+local function unwatch(buf)
+  for _, at in ipairs(watched[buf] and watched[buf].at or {}) do
+    local entry = dirs[at[1]]
+    local bufs = entry and entry.names[at[2]]
+    if bufs then
+      bufs[buf] = nil
+      if next(bufs) == nil then entry.names[at[2]] = nil end
+      if next(entry.names) == nil then close(at[1]) end
+    end
+  end
+  watched[buf], disk[buf], warned[buf], pending[buf] = nil, nil, nil, nil
+end
+
+-- Watch `buf`'s file as it is now (its name may have changed), or stop if it is no file
+-- buffer any more; `gone`: it is being unloaded.
+local function track(buf, gone)
+  unwatch(buf)
+  if gone or not api.nvim_buf_is_loaded(buf)
+      or api.nvim_get_option_value('buftype', { buf = buf }) ~= '' then return end
+  local name = api.nvim_buf_get_name(buf)
+  if not (name:sub(1, 1) == '/' or name:match('^%a:[/\\]')) then return end  -- a URL, no name
+  local link = uv.fs_lstat(name)  -- a symbolic link: its target's directory is watched too
+  local real = link and link.type == 'link' and uv.fs_realpath(name) or nil
+  local tracked = { name = name, at = {}, waiting = false }
+  for _, path in ipairs({ name, real }) do
+    local at, waiting = watch(buf, path)
+    if at then
+      tracked.at[#tracked.at + 1] = at
+      tracked.waiting = tracked.waiting or waiting
+    end
+  end
+  if #tracked.at > 0 then
+    watched[buf] = tracked
+    disk[buf] = signature(name) or false
+  end
+end
+
+-- Watch `buf`'s file from where it can be watched now; what Neovim last saw of it stays.
+local function retrack(buf)
+  local seen, told = disk[buf], warned[buf]
+  track(buf)
+  if watched[buf] then disk[buf], warned[buf] = seen, told end
+end
+
 -- The file of `buf` changed on disk (or may have): reload, warn, or nothing.
 local function follow(buf)
   if not (api.nvim_buf_is_valid(buf) and api.nvim_buf_is_loaded(buf) and watched[buf]) then
     return
   end
+  if watched[buf].waiting then retrack(buf) end  -- a directory on the way came back
+  if not watched[buf] then return end
   local name = api.nvim_buf_get_name(buf)
   local now = signature(name)
   if now == disk[buf] then return end  -- Neovim's own write, or an event that changed nothing
@@ -88,102 +209,31 @@ local function follow(buf)
   core.refresh(buf)  -- Neovim keeps each window's cursor and view where the lines still are
 end
 
-local function flush()
+function flush()
   first_event = nil
+  -- A watched directory that is gone (or replaced) has a dead watch: its buffers move on.
+  local moved = {}
+  for dir, entry in pairs(dirs) do
+    if entry.check then
+      entry.check = nil
+      local stat = directory(dir)
+      if not stat or stat.ino ~= entry.ino then
+        for _, bufs in pairs(entry.names) do
+          for buf in pairs(bufs) do moved[buf] = true end
+        end
+        close(dir)
+      end
+    end
+  end
+  for buf in pairs(moved) do
+    pcall(retrack, buf)
+    pending[buf] = true
+  end
   local bufs = pending
   pending = {}
   for buf in pairs(bufs) do
     local ok, err = pcall(follow, buf)
     if not ok then core.log('error', 'bufsync: ' .. tostring(err)) end
-  end
-end
-
-local on_quiet = vim.schedule_wrap(flush)
-
--- A watcher's callback: in libuv's loop, where the API may not be called.
-local function on_event(dir, err, filename)
-  local entry = dirs[dir]
-  if entry == nil then return end
-  if err then  -- the directory went away, or the watch broke: check all its buffers
-    filename = nil
-  end
-  if filename == nil then
-    for _, bufs in pairs(entry.names) do
-      for buf in pairs(bufs) do pending[buf] = true end
-    end
-  elseif entry.names[filename] then
-    for buf in pairs(entry.names[filename]) do pending[buf] = true end
-  else
-    return  -- another file of the directory
-  end
-  local now = uv.now()
-  first_event = first_event or now
-  if now - first_event < MAX_WAIT_MS or not timer:is_active() then
-    timer:stop()
-    timer:start(QUIET_MS, 0, on_quiet)
-  end
-end
-
--- A file's directory and name; cheaper than vim.fs's, which validate their arguments (a
--- thousand buffers at setup count).
-local function split(path)
-  local dir, name = path:match('^(.*)[/\\]([^/\\]+)$')
-  return (dir == '' or dir:match('^%a:$')) and dir .. '/' or dir, name
-end
-
-local function watch(buf, path)
-  local dir, name = split(path)
-  local entry = dirs[dir]
-  if entry == nil then
-    local watcher = uv.new_fs_event()
-    if watcher == nil then return false end
-    local ok = watcher:start(dir, {}, function(err, filename) on_event(dir, err, filename) end)
-    if not ok then
-      watcher:close()
-      return false
-    end
-    entry = { watcher = watcher, names = {} }
-    dirs[dir] = entry
-  end
-  entry.names[name] = entry.names[name] or {}
-  entry.names[name][buf] = true
-  return true
-end
-
-local function unwatch(buf)
-  for _, path in ipairs(watched[buf] or {}) do
-    local dir, name = split(path)
-    local entry = dirs[dir]
-    if entry and entry.names[name] then
-      entry.names[name][buf] = nil
-      if next(entry.names[name]) == nil then entry.names[name] = nil end
-      if next(entry.names) == nil then
-        entry.watcher:stop()
-        entry.watcher:close()
-        dirs[dir] = nil
-      end
-    end
-  end
-  watched[buf], disk[buf], warned[buf], pending[buf] = nil, nil, nil, nil
-end
-
--- Watch `buf`'s file as it is now (its name may have changed), or stop if it is no file
--- buffer any more; `gone`: it is being unloaded.
-local function track(buf, gone)
-  unwatch(buf)
-  if gone or not api.nvim_buf_is_loaded(buf)
-      or api.nvim_get_option_value('buftype', { buf = buf }) ~= '' then return end
-  local name = api.nvim_buf_get_name(buf)
-  if not (name:sub(1, 1) == '/' or name:match('^%a:[/\\]')) then return end  -- a URL, no name
-  local paths = {}
-  local link = uv.fs_lstat(name)  -- a symbolic link: its target's directory is watched too
-  local real = link and link.type == 'link' and uv.fs_realpath(name) or nil
-  for _, path in ipairs({ name, real }) do
-    if watch(buf, path) then paths[#paths + 1] = path end
-  end
-  if #paths > 0 then
-    watched[buf] = paths
-    disk[buf] = signature(name) or false
   end
 end
 
@@ -200,7 +250,8 @@ function M.setup(opts)  -- luacheck: ignore opts
     group = group, pattern = 'buftype', callback = core.guard(function(ev) track(ev.buf) end),
   })
   on({ 'BufWritePost' }, function(ev)  -- :w newname, :saveas: a new file to follow
-    if not watched[ev.buf] or api.nvim_buf_get_name(ev.buf) ~= watched[ev.buf][1] then
+    local w = watched[ev.buf]
+    if not w or w.waiting or api.nvim_buf_get_name(ev.buf) ~= w.name then
       track(ev.buf)
     end
     remember(ev.buf)
