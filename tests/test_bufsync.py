@@ -95,7 +95,8 @@ async def eventually_message(nvim, text: str, timeout: float = 5.0) -> str:
 
 
 async def not_blocked(nvim) -> bool:
-    return (await nvim.request("nvim_get_mode"))["blocking"] is False
+    """Neovim waits for no answer: no dialog, no hit-enter prompt."""
+    return await nvim.request("nvim_get_mode") == {"mode": "n", "blocking": False}
 
 
 async def edit(nvim, path: Path) -> int:
@@ -320,3 +321,23 @@ async def test_a_file_in_a_directory_yet_to_be_made_shows_up_once_written(app, u
     path.parent.mkdir(parents=True)
     path.write_text("made()\n")
     await eventually_lines(ui, buf, ["made()"])
+
+
+async def test_many_files_changed_at_once_warn_without_a_prompt(app, ui, tmp_path):
+    # git checkout under three buffers with unsaved changes, and one deleted file.
+    paths = [tmp_path / f"m{i}.py" for i in range(4)]
+    bufs = []
+    for path in paths:
+        path.write_text("old()\n")
+        bufs.append(await edit(ui, path))
+        await ui.request("nvim_buf_set_lines", bufs[-1], 0, -1, True, ["mine()"])
+    await ui.request("nvim_command", "set hidden")
+    for path in paths[:3]:
+        path.write_text("theirs()\n")
+    paths[3].unlink()
+    await eventually_message(ui, "m3.py")
+    await barrier(ui, tmp_path)
+    assert await not_blocked(ui)
+    shown = await messages(ui)
+    assert all(f"m{i}.py" in shown for i in range(4))
+    assert [await lines(ui, buf) for buf in bufs] == [["mine()"]] * 4

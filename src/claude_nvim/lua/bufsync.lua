@@ -284,6 +284,7 @@ end
 function M.stop()
   pcall(api.nvim_del_augroup_by_name, GROUP)
   for buf in pairs(watched) do unwatch(buf) end
+  for dir in pairs(dirs) do close(dir) end
   if timer then
     timer:stop()
     timer:close()
