@@ -170,6 +170,34 @@ return false
 """
 
 
+# When each buffer last reloaded (FileChangedShellPost follows every reload), Neovim's clock.
+RECORD_RELOADS_LUA = r"""
+_G.claude_nvim_bench_reloads = {}
+vim.api.nvim_create_autocmd('FileChangedShellPost', { callback = function(ev)
+  _G.claude_nvim_bench_reloads[ev.buf] = (vim.uv or vim.loop).hrtime()
+end })
+"""
+
+# When the buffer of file `path` reloaded, if its last line is `last` by now; else false.
+RELOADED_LUA = r"""
+local path, last = ...
+local buf = vim.fn.bufnr(path)
+local lines = vim.api.nvim_buf_get_lines(buf, -2, -1, false)
+return lines[1] == last and _G.claude_nvim_bench_reloads[buf] or false
+"""
+
+
+def inotify_watches(pid: int) -> int:
+    """The inotify watches process ``pid`` holds (libuv's fs_event watchers)."""
+    watches = 0
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            if os.readlink(fd) == "anon_inode:inotify":
+                info = (Path(f"/proc/{pid}/fdinfo") / fd.name).read_text()
+                watches += sum(line.startswith("inotify wd:") for line in info.splitlines())
+    return watches
+
+
 # ---------------------------------------------------------------------------------------------
 # Statistics
 
@@ -1152,6 +1180,72 @@ class Bench:
                 "server_rss_before_mb": base, "server_peak_mb": s.server.peak_mb(),
                 "server_still_serves": alive}
 
+    async def reload_trial(self, s: Session, path: Path, lines: int, how: str, trial: int
+                           ) -> float:
+        """Write ``path`` behind Neovim's back (``how``: in place or by rename); seconds from
+        the end of the write to the end of the buffer's reload (Neovim's clock, the same
+        CLOCK_MONOTONIC)."""
+        text = "".join(code_line(i) + "\n" for i in range(lines - 1)) + f"# trial {trial}\n"
+        if how == "rename":
+            temporary = path.with_name(f".{path.name}.tmp")
+            temporary.write_text(text, encoding="utf-8")
+            os.replace(temporary, path)
+        else:
+            path.write_text(text, encoding="utf-8")
+        written = time.monotonic_ns()
+        with trio.fail_after(30):
+            while True:
+                reloaded = await s.driver.exec_lua(RELOADED_LUA, str(path), f"# trial {trial}")
+                if reloaded:
+                    return max(0, reloaded - written) / 1e9
+                await trio.sleep(0.005)
+
+    async def bench_bufsync(self, s: Session) -> None:
+        await s.keys("<Esc>gg")
+        await s.driver.exec_lua(RECORD_RELOADS_LUA)
+        trials = 5 if self.quick else 20
+        small, big = s.paths[-1], s.selected
+        big_lines = max(s.state.selected_lines, s.state.other_lines)
+        rows: dict[str, Any] = {}
+        for label, path, lines, how in (
+                (f"{s.state.other_lines}-line file, written in place", small,
+                 s.state.other_lines, "in place"),
+                (f"{s.state.other_lines}-line file, replaced by rename", small,
+                 s.state.other_lines, "rename"),
+                (f"{big_lines:,}-line file, written in place", big, big_lines, "in place")):
+            log(f"{self.elapsed()} reload: {label}")
+            latencies = []
+            for probe in (False, True):  # latency without the probe's load, then the freeze
+                async with measured(s, probe=probe) as m:
+                    for trial in range(trials if not probe else max(2, trials // 4)):
+                        latency = await self.reload_trial(s, path, lines, how, trial)
+                        if not probe:
+                            latencies.append(latency)
+                        await trio.sleep(0.05)  # one write at a time, as Claude's edits come
+                if not probe:
+                    nvim_cpu_ms = m.nvim_cpu * 1e3 / trials
+            ordered = sorted(latencies)
+            rows[label] = {"n": len(ordered), "p50": percentile(ordered, 0.5) * 1e3,
+                           "p95": percentile(ordered, 0.95) * 1e3, "max": ordered[-1] * 1e3,
+                           "freeze_max": m.freeze["max"] if m.freeze else math.nan,
+                           "nvim_cpu_ms": nvim_cpu_ms}
+        await self.settle(s)
+        # Neovim writes swap files once 'updatetime' after the last change (the reloads):
+        # once, not a cost of being idle.
+        await trio.sleep(await s.driver.request("nvim_get_option_value", "updatetime", {})
+                         / 1000 + 0.5)
+        idle_seconds = 2.0 if self.quick else 5.0
+        log(f"{self.elapsed()} idle with {s.state.buffers:,} watched buffers, {idle_seconds} s")
+        cpu0, nvim0 = s.server.cpu(), s.nvim.cpu()
+        sw0, nsw0 = s.server.switches(), s.nvim.switches()
+        await trio.sleep(idle_seconds)
+        idle = {"buffers": s.state.buffers, "inotify_watches": inotify_watches(s.nvim.pid),
+                "nvim_cpu_ms_per_s": (s.nvim.cpu() - nvim0) * 1e3 / idle_seconds,
+                "nvim_wakeups_per_s": (s.nvim.switches() - nsw0) / idle_seconds,
+                "server_cpu_ms_per_s": (s.server.cpu() - cpu0) * 1e3 / idle_seconds,
+                "server_wakeups_per_s": (s.server.switches() - sw0) / idle_seconds}
+        self.results["bufsync"] = {"reload": rows, "idle": idle}
+
     async def freeze_baseline(self, s: Session) -> dict[str, Any]:
         """The probe alone, nothing else running: the noise floor of the freeze column."""
         await s.probe.start()
@@ -1164,7 +1258,7 @@ class Bench:
         states = QUICK_STATES if self.quick else STATES
         wanted = self.args.states.split(",") if self.args.states else list(states)
         sections = set(self.args.only.split(",")) if self.args.only else {
-            "tools", "selection", "diffs", "connections", "inbound"}
+            "tools", "selection", "diffs", "connections", "inbound", "bufsync"}
         for name in wanted:
             state = states[name]
             log(f"{self.elapsed()} state {name}: building {state}")
@@ -1184,6 +1278,8 @@ class Bench:
                             await self.bench_selection(s, client)
                         if "diffs" in sections:
                             await self.bench_diffs(s, client)
+                if (name == "large" or len(wanted) == 1) and "bufsync" in sections:
+                    await self.bench_bufsync(s)
                 if name == "small" or len(wanted) == 1:
                     await s.keys("<Esc>gg")
                     if "connections" in sections:
@@ -1320,6 +1416,16 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         add(f"{over['bytes'] / MIB:.0f} MiB message refused (1009) without reading it whole",
             "refused, peak RSS growth < message", over["server_peak_mb"] -
             over["server_rss_before_mb"], ok, "MB growth")
+    bufsync = results.get("bufsync")
+    if bufsync:
+        for label, row in bufsync["reload"].items():
+            add(f"file written -> buffer reloaded, {label}: p95", "<= 300 ms", row["p95"],
+                row["p95"] <= 300)
+        idle = bufsync["idle"]
+        add(f"Neovim CPU when idle, {idle['buffers']:,} watched buffers", "0 (no polling)",
+            idle["nvim_cpu_ms_per_s"], idle["nvim_cpu_ms_per_s"] < 1, "ms/s")
+        add(f"Neovim wake-ups when idle, {idle['buffers']:,} watched buffers", "0 (no polling)",
+            idle["nvim_wakeups_per_s"], idle["nvim_wakeups_per_s"] < 1, "/s")
     connections = results.get("connections")
     if connections:
         row = connections["median"]
@@ -1446,8 +1552,24 @@ def report(results: dict[str, Any]) -> str:
              f"{fmt(over['server_rss_before_mb'])} / {fmt(over['server_peak_mb'])}"],
             ["server serves others afterwards", over["server_still_serves"]],
         ]))
+    if "bufsync" in results:
+        reload, idle = results["bufsync"]["reload"], results["bufsync"]["idle"]
+        out.append("")
+        out.append("Buffers follow their files: end of an outside write -> end of the buffer's "
+                   "reload (ms)")
+        out.append(table(["file", "p50", "p95", "max", "writes", "freeze", "nvim cpu ms/write"],
+                         [[label, r["p50"], r["p95"], r["max"], r["n"], r["freeze_max"],
+                           r["nvim_cpu_ms"]] for label, r in reload.items()]))
+        out.append(table(["idle, watching every loaded buffer", "value"], [
+            ["loaded file buffers", idle["buffers"]],
+            ["Neovim's inotify watches", idle["inotify_watches"]],
+            ["Neovim CPU ms/s", idle["nvim_cpu_ms_per_s"]],
+            ["Neovim wake-ups/s", idle["nvim_wakeups_per_s"]],
+            ["server CPU ms/s", idle["server_cpu_ms_per_s"]],
+            ["server wake-ups/s", idle["server_wakeups_per_s"]],
+        ]))
     out.append("")
-    out.append("Targets (issue 5; the Lua plugin's figures in brackets)")
+    out.append("Targets (issues 5 and 14; the Lua plugin's figures in brackets)")
     rows = [[t["target"], t["goal"], f"{fmt(t['measured'])} {t['unit']}",
              "PARTIAL" if t["met"] is None else ("MET" if t["met"] else "MISSED")]
             for t in results["targets"]]
@@ -1477,7 +1599,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", metavar="FILE", help="also write every figure as JSON")
     parser.add_argument("--states", help="comma-separated subset of small,medium,large")
     parser.add_argument("--only", help="comma-separated subset of "
-                                       "tools,selection,diffs,connections,inbound")
+                                       "tools,selection,diffs,connections,inbound,bufsync")
     parser.add_argument("--budget", type=float,
                         help="seconds aimed at per unit and pass (default 0.6, quick 0.15)")
     parser.add_argument("--heavy-s", type=float,

@@ -158,8 +158,19 @@ class MentionsFeature(Feature):
                                        self._nursery)
 
 
+class BufsyncFeature(Feature):
+    """``claude_nvim.bufsync``: buffers follow their files. Claude Code writes files itself
+    (its auto and acceptEdits modes, Bash): a loaded file buffer with no unsaved changes shows
+    the new text at once, with no prompt; one with unsaved changes is never touched, and the
+    user gets one warning naming the file; so does a buffer whose file was deleted. The work is
+    all in Neovim (libuv watchers, one per directory, nothing when idle): warnings go through
+    ``core.tell``, errors through ``core.log``."""
+
+    lua = shared_module("bufsync")
+
+
 def built_in(*, max_file_bytes: int, on_folders: Callable[[list[str]], None],
              diff_registry: diffs.DiffRegistry, outboxes: Outboxes) -> list[Feature]:
     """The features the App runs, in order: core first (the others' Lua requires it)."""
     return [CoreFeature(max_file_bytes, on_folders), LspFeature(), SelectionFeature(),
-            DiffsFeature(diff_registry), MentionsFeature(outboxes)]
+            DiffsFeature(diff_registry), MentionsFeature(outboxes), BufsyncFeature()]
