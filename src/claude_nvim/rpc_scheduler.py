@@ -226,6 +226,7 @@ class EditorBase(abc.ABC):
         while True:
             now = trio.current_time()
             earliest = math.inf
+            expired = []
             for deadlines in self._deadlines.values():
                 while deadlines:
                     deadline, call = deadlines[0]
@@ -233,11 +234,15 @@ class EditorBase(abc.ABC):
                         deadlines.popleft()
                     elif deadline <= now:
                         deadlines.popleft()
-                        self._settle(call, outcome.Error(self._timeout_error(call)))
+                        expired.append(call)
                     else:
                         earliest = min(earliest, deadline)
                         break
             self._timer = trio.CancelScope(deadline=earliest)
+            # After the loop: settling frees a slot, and the call launched into it is watched
+            # (a new kind of deadline, perhaps) by the new timer.
+            for call in expired:
+                self._settle(call, outcome.Error(self._timeout_error(call)))
             with self._timer:
                 await trio.sleep_forever()
 
