@@ -105,7 +105,8 @@ async def test_mcp_skips_bogus_locks_and_relays_to_the_real_server(app, tmp_path
                                                                    plant_bogus_locks):
     planted = plant_bogus_locks(tmp_path / "ide", folder=tmp_path, pid=os.getpid())
     answers = await stdio_session(environment(tmp_path), tmp_path, INIT)
-    assert answers[0]["result"]["serverInfo"]["name"] == "claude-nvim"
+    initialized = next(a for a in answers if a["id"] == 0)  # answers may come in any order
+    assert initialized["result"]["serverInfo"]["name"] == "claude-nvim"
     env = environment(tmp_path, CLAUDE_CODE_SSE_PORT="2")  # names a lock that is a symlink
     done = await run_mcp(env, tmp_path)
     assert done.returncode == 1 and b"no readable claude-nvim lock file" in done.stderr
