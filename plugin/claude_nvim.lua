@@ -14,7 +14,7 @@ command('ClaudeNvimNew', function(o) terminal().new(o.fargs) end,
   { nargs = '*', desc = 'claude-nvim: start another Claude, in the Claude window (args go to '
     .. 'claude)' })
 command('ClaudeNvimSwitch', function(o) terminal().switch(o.fargs[1]) end,
-  { nargs = '?', complete = function() return terminal().numbers() end,
+  { nargs = '?', bar = true, complete = function() return terminal().numbers() end,
     desc = 'claude-nvim: to Claude N (claude-nvim://N), else the next, in the Claude window' })
 command('ClaudeNvimFocus', function() terminal().focus() end,
   { desc = 'claude-nvim: to the current Claude, or from it back' })

@@ -24,8 +24,8 @@ COMMANDS = ["ClaudeNvim", "ClaudeNvimNew", "ClaudeNvimSwitch", "ClaudeNvimFocus"
             "ClaudeNvimInstall"]
 
 # A stand-in for `claude`: connects to the server named by its environment (as claude does),
-# records its pid (each one's: started.jsonl) and every @-mention it gets, and exits when
-# "exit" is typed into it.
+# records its pid (each one's: started.jsonl) and every @-mention it gets (each one's:
+# mentions-PID.jsonl), and exits when "exit" is typed into it.
 FAKE_CLAUDE = """\
 #!{python}
 import json, os, sys, threading, trio
@@ -44,13 +44,14 @@ async def main():
     port = os.environ["CLAUDE_CODE_SSE_PORT"]
     lock = os.path.join(os.environ["CLAUDE_CONFIG_DIR"], "ide", port + ".lock")
     token = json.load(open(lock))["authToken"]
-    async with mcp_client(int(port), token) as client:
+    async with mcp_client(int(port), token, pid=os.getpid()) as client:
         seen = 0
         while True:
             note = await client.next_notification("at_mentioned", after=seen, timeout=3600)
-            seen = client.notifications.index(note) + 1
-            with open(out + "/mentions.jsonl", "a") as f:
-                f.write(json.dumps(note["params"]) + "\\n")
+            seen = next(i for i, n in enumerate(client.notifications) if n is note) + 1
+            for name in ("/mentions.jsonl", "/mentions-%d.jsonl" % os.getpid()):
+                with open(out + name, "a") as f:
+                    f.write(json.dumps(note["params"]) + "\\n")
 trio.run(main)
 """
 
@@ -248,6 +249,30 @@ async def test_several_claudes_take_turns_in_the_claude_window(user, claude_dir)
     await user.exec_lua("vim.fn.chansend(select(1, ...), 'exit\\r')", back["claudes"][0]["job"])
     await eventually(user, "return require('claude_nvim.terminal').info() == nil")
     assert not alive(second["pid"])
+
+
+async def test_a_mention_goes_to_the_claude_last_shown(user, claude_dir):
+    path = claude_dir / "a.py"
+    path.write_text("one\ntwo\n")
+    await user.request("nvim_command", f"edit {path} | ClaudeNvim")
+    await claudes_started(claude_dir, 1)
+    await user.request("nvim_command", "ClaudeNvimNew")
+    claudes = await claudes_started(claude_dir, 2)
+    both = "local s = require('claude_nvim').status() return s:find('2') and s"
+    await eventually(user, both)
+    every = claude_dir / "mentions.jsonl"
+    for sent, (line, claude) in enumerate([(1, claudes[0]), (2, claudes[1]), (1, claudes[0])]):
+        await user.request("nvim_input", "<C-\\><C-n>")
+        await user.request("nvim_command", f"ClaudeNvimSwitch {line} | ClaudeNvimFocus")
+        await user.request("nvim_command", f"{line}ClaudeNvimSend")  # from the file: back
+        with trio.fail_after(10):
+            while (every.read_text().count("\n") if every.exists() else 0) <= sent:
+                await trio.sleep(0.05)
+        mentions = (claude_dir / f"mentions-{claude['pid']}.jsonl").read_text().splitlines()
+        assert json.loads(mentions[-1])["lineStart"] == line - 1
+    received = [(claude_dir / f"mentions-{c['pid']}.jsonl").read_text().count("\n")
+                for c in claudes]
+    assert received == [2, 1]  # each mention reached one Claude
 
 
 @pytest.mark.parametrize("position", ["left", "bottom", "float", "tab"])
