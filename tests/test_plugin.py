@@ -275,6 +275,29 @@ async def test_a_mention_goes_to_the_claude_last_shown(user, claude_dir):
     assert received == [2, 1]  # each mention reached one Claude
 
 
+async def test_a_claude_started_as_the_last_one_exits_gets_a_server(user, claude_dir):
+    """The server stops with the last Claude; one started meanwhile waits for a new one."""
+    await user.request("nvim_command", "ClaudeNvim")
+    first = (await claudes_started(claude_dir, 1))[0]
+    await eventually(user, "return require('claude_nvim').status() ~= ''")
+    job = (await eventually(user, TERMINAL))["job"]
+    await user.exec_lua("vim.fn.chansend(select(1, ...), 'exit\\r')", job)
+    await eventually(user, "return require('claude_nvim.terminal').info() == nil")
+    await user.request("nvim_command", "ClaudeNvim")  # at once, while the server stops
+    second = (await claudes_started(claude_dir, 2))[1]
+    assert await eventually(user, "return require('claude_nvim').status() ~= '' and "
+                                  "vim.g.claude_nvim_server.port", timeout=20)
+    await trio.sleep(0.5)  # connected, and it stays so
+    assert alive(second["pid"]) and not alive(first["pid"])
+    assert (await user.exec_lua(TERMINAL))["running"]
+    assert await user.exec_lua(SERVER_APART)
+
+
+# The server runs apart from the current Claude: not in its terminal's job.
+SERVER_APART = """local info = require('claude_nvim.terminal').info()
+return vim.g.claude_nvim_server.pid ~= vim.fn.jobpid(info.job)"""
+
+
 @pytest.mark.parametrize("position", ["left", "bottom", "float", "tab"])
 async def test_the_terminal_opens_where_asked(user, claude_dir, position):
     await user.exec_lua("require('claude_nvim').config.terminal = {position = select(1, ...),"
