@@ -9,9 +9,15 @@ local function plugin() return require('claude_nvim') end
 local function terminal() return require('claude_nvim.terminal') end
 
 command('ClaudeNvim', function(o) terminal().toggle(o.fargs) end,
-  { nargs = '*', desc = 'claude-nvim: show or hide the Claude terminal (args go to claude)' })
+  { nargs = '*', desc = 'claude-nvim: show or hide the current Claude (args go to claude)' })
+command('ClaudeNvimNew', function(o) terminal().new(o.fargs) end,
+  { nargs = '*', desc = 'claude-nvim: start another Claude, in the Claude window (args go to '
+    .. 'claude)' })
+command('ClaudeNvimSwitch', function(o) terminal().switch(o.fargs[1]) end,
+  { nargs = '?', bar = true, complete = function() return terminal().numbers() end,
+    desc = 'claude-nvim: to Claude N (claude-nvim://N), else the next, in the Claude window' })
 command('ClaudeNvimFocus', function() terminal().focus() end,
-  { desc = 'claude-nvim: to the Claude terminal, or from it back' })
+  { desc = 'claude-nvim: to the current Claude, or from it back' })
 command('ClaudeNvimSend', function(o) plugin().send(o) end,
   { range = true, desc = 'claude-nvim: send the selected lines (or this line) to Claude' })
 command('ClaudeNvimAdd', function(o) plugin().add(o) end,

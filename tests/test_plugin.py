@@ -19,11 +19,13 @@ from claude_nvim.testing import attached_editor, mcp_client, running_app
 from test_diffs import PendingDiff, diff_args, eventually
 
 ROOT = Path(__file__).resolve().parent.parent
-COMMANDS = ["ClaudeNvim", "ClaudeNvimFocus", "ClaudeNvimSend", "ClaudeNvimAdd",
-            "ClaudeNvimDiffAccept", "ClaudeNvimDiffDeny", "ClaudeNvimInstall"]
+COMMANDS = ["ClaudeNvim", "ClaudeNvimNew", "ClaudeNvimSwitch", "ClaudeNvimFocus",
+            "ClaudeNvimSend", "ClaudeNvimAdd", "ClaudeNvimDiffAccept", "ClaudeNvimDiffDeny",
+            "ClaudeNvimInstall"]
 
 # A stand-in for `claude`: connects to the server named by its environment (as claude does),
-# records its pid and every @-mention it gets, and exits when "exit" is typed into it.
+# records its pid (each one's: started.jsonl) and every @-mention it gets (each one's:
+# mentions-PID.jsonl), and exits when "exit" is typed into it.
 FAKE_CLAUDE = """\
 #!{python}
 import json, os, sys, threading, trio
@@ -31,6 +33,8 @@ from claude_nvim.testing import mcp_client
 out = {out!r}
 with open(out + "/started.json", "w") as f:
     json.dump({{"pid": os.getpid(), "argv": sys.argv[1:]}}, f)
+with open(out + "/started.jsonl", "a") as f:
+    f.write(json.dumps({{"pid": os.getpid(), "argv": sys.argv[1:]}}) + "\\n")
 def typed():
     for line in sys.stdin:
         if line.strip() == "exit":
@@ -40,13 +44,14 @@ async def main():
     port = os.environ["CLAUDE_CODE_SSE_PORT"]
     lock = os.path.join(os.environ["CLAUDE_CONFIG_DIR"], "ide", port + ".lock")
     token = json.load(open(lock))["authToken"]
-    async with mcp_client(int(port), token) as client:
+    async with mcp_client(int(port), token, pid=os.getpid()) as client:
         seen = 0
         while True:
             note = await client.next_notification("at_mentioned", after=seen, timeout=3600)
-            seen = client.notifications.index(note) + 1
-            with open(out + "/mentions.jsonl", "a") as f:
-                f.write(json.dumps(note["params"]) + "\\n")
+            seen = next(i for i, n in enumerate(client.notifications) if n is note) + 1
+            for name in ("/mentions.jsonl", "/mentions-%d.jsonl" % os.getpid()):
+                with open(out + name, "a") as f:
+                    f.write(json.dumps(note["params"]) + "\\n")
 trio.run(main)
 """
 
@@ -106,7 +111,7 @@ def alive(pid: int) -> bool:
 
 TERMINAL = """
 local info = require('claude_nvim.terminal').info()
-if info == nil then return vim.NIL end
+if info == nil or info.job == nil then return vim.NIL end  -- none, or waiting for its server
 local win = info.win
 return { buf = info.buf, job = info.job, shown = win ~= nil,
          current = win ~= nil and win == vim.api.nvim_get_current_win(),
@@ -159,6 +164,138 @@ async def test_toggle_hides_and_shows_the_same_running_claude(user, claude_dir):
     assert await user.exec_lua("return {#vim.api.nvim_list_wins(), "
                                "vim.api.nvim_buf_is_valid(select(1, ...))}", first["buf"]) == [
         1, False]  # its window and buffer are gone with it
+
+
+async def claudes_started(tmp_path: Path, count: int) -> list[dict]:
+    """The first ``count`` stand-ins started, once they all have."""
+    path = tmp_path / "started.jsonl"
+    with trio.fail_after(20):
+        while len(lines := path.read_text().splitlines() if path.exists() else []) < count:
+            await trio.sleep(0.05)
+    return [json.loads(line) for line in lines]
+
+
+# The Claude window (the window showing the current Claude) and every Claude terminal.
+CLAUDES = """
+local info = require('claude_nvim.terminal').info()
+local claudes = {}
+for _, b in ipairs(vim.api.nvim_list_bufs()) do
+  if vim.b[b].claude_nvim_terminal then
+    claudes[#claudes + 1] = { name = vim.api.nvim_buf_get_name(b), buf = b,
+      job = vim.bo[b].channel, running = vim.fn.jobwait({vim.bo[b].channel}, 0)[1] == -1 }
+  end
+end
+return { current = info and info.buf, win = info and info.win or vim.NIL, claudes = claudes,
+         here = vim.api.nvim_get_current_win(), wins = #vim.api.nvim_list_wins(),
+         bufs = #vim.api.nvim_list_bufs(), status = require('claude_nvim').status() }
+"""
+
+
+async def test_several_claudes_take_turns_in_the_claude_window(user, claude_dir):
+    await user.request("nvim_command", "ClaudeNvim")
+    one = await eventually(user, CLAUDES)
+    await claudes_started(claude_dir, 1)
+    await user.request("nvim_command", "ClaudeNvimNew --two")  # in the same window, focused
+    two = await user.exec_lua(CLAUDES)
+    assert two["win"] == two["here"] == one["win"] and two["wins"] == 2
+    assert [c["name"] for c in two["claudes"]] == ["claude-nvim://1", "claude-nvim://2"]
+    assert two["current"] == two["claudes"][1]["buf"] and await mode(user) == "t"
+    assert two["bufs"] == one["bufs"] + 1  # naming it left no buffer behind
+    first, second = await claudes_started(claude_dir, 2)
+    assert second["argv"][0] == "--two" and alive(first["pid"]) and alive(second["pid"])
+    both = "local s = require('claude_nvim').status() return s:find('2') and s"
+    assert await eventually(user, both) == "Claude \N{MULTIPLICATION SIGN}2"
+    assert await user.exec_lua("return vim.fn.getcompletion('ClaudeNvimSwitch ', 'cmdline')"
+                               ) == ["1", "2"]
+    for command, shown in [("ClaudeNvimSwitch", 0), ("ClaudeNvimSwitch", 1),
+                           ("ClaudeNvimSwitch 1", 0)]:
+        await user.request("nvim_input", "<C-\\><C-n>")
+        await user.request("nvim_command", command)
+        now = await user.exec_lua(CLAUDES)
+        assert now["current"] == now["claudes"][shown]["buf"], command
+        assert now["win"] == now["here"] == one["win"] and now["wins"] == 2, command
+        assert await mode(user) == "t", command
+    assert all(c["running"] for c in now["claudes"])
+    await user.request("nvim_command", "ClaudeNvimSwitch 7")
+    assert await user.exec_lua(MESSAGES_WITH, "no Claude 7 (running: 1, 2)")
+    await user.request("nvim_input", "<C-\\><C-n>")
+    await user.request("nvim_command", "ClaudeNvim")  # hides the current one: Claude 1
+    hidden = await user.exec_lua(CLAUDES)
+    assert hidden["win"] is None and hidden["wins"] == 1 and hidden["current"] == one["current"]
+    assert all(c["running"] for c in hidden["claudes"])
+    await user.request("nvim_command", "ClaudeNvim")  # and shows it again
+    shown = await user.exec_lua(CLAUDES)
+    assert shown["win"] == shown["here"] and shown["current"] == one["current"]
+    assert await mode(user) == "t"
+    # Claude 1 exits: its window closes; Claude 2 runs on and is the one :ClaudeNvim shows.
+    first_job = next(c["job"] for c in shown["claudes"] if c["name"] == "claude-nvim://1")
+    await user.exec_lua("vim.fn.chansend(select(1, ...), 'exit\\r')", first_job)
+    left = await eventually(user, "local s = loadstring(select(1, ...))()\n"
+                                  "return #s.claudes == 1 and s", CLAUDES)
+    assert left["wins"] == 1 and left["win"] is None and not alive(first["pid"])
+    assert left["claudes"][0]["name"] == "claude-nvim://2" and alive(second["pid"])
+    # Still connected: a mention reaches it.
+    (claude_dir / "a.py").write_text("a\n")
+    await user.request("nvim_command", "ClaudeNvimAdd a.py")
+    mentions = claude_dir / "mentions.jsonl"
+    with trio.fail_after(10):
+        while not mentions.exists():
+            await trio.sleep(0.05)
+    assert json.loads(mentions.read_text())["filePath"] == str(claude_dir / "a.py")
+    await user.request("nvim_command", "ClaudeNvim")
+    back = await user.exec_lua(CLAUDES)
+    assert back["current"] == left["claudes"][0]["buf"] == back["claudes"][0]["buf"]
+    assert back["win"] == back["here"] and await mode(user) == "t"
+    await user.exec_lua("vim.fn.chansend(select(1, ...), 'exit\\r')", back["claudes"][0]["job"])
+    await eventually(user, "return require('claude_nvim.terminal').info() == nil")
+    assert not alive(second["pid"])
+
+
+async def test_a_mention_goes_to_the_claude_last_shown(user, claude_dir):
+    path = claude_dir / "a.py"
+    path.write_text("one\ntwo\n")
+    await user.request("nvim_command", f"edit {path} | ClaudeNvim")
+    await claudes_started(claude_dir, 1)
+    await user.request("nvim_command", "ClaudeNvimNew")
+    claudes = await claudes_started(claude_dir, 2)
+    both = "local s = require('claude_nvim').status() return s:find('2') and s"
+    await eventually(user, both)
+    every = claude_dir / "mentions.jsonl"
+    for sent, (line, claude) in enumerate([(1, claudes[0]), (2, claudes[1]), (1, claudes[0])]):
+        await user.request("nvim_input", "<C-\\><C-n>")
+        await user.request("nvim_command", f"ClaudeNvimSwitch {line} | ClaudeNvimFocus")
+        await user.request("nvim_command", f"{line}ClaudeNvimSend")  # from the file: back
+        with trio.fail_after(10):
+            while (every.read_text().count("\n") if every.exists() else 0) <= sent:
+                await trio.sleep(0.05)
+        mentions = (claude_dir / f"mentions-{claude['pid']}.jsonl").read_text().splitlines()
+        assert json.loads(mentions[-1])["lineStart"] == line - 1
+    received = [(claude_dir / f"mentions-{c['pid']}.jsonl").read_text().count("\n")
+                for c in claudes]
+    assert received == [2, 1]  # each mention reached one Claude
+
+
+async def test_a_claude_started_as_the_last_one_exits_gets_a_server(user, claude_dir):
+    """The server stops with the last Claude; one started meanwhile waits for a new one."""
+    await user.request("nvim_command", "ClaudeNvim")
+    first = (await claudes_started(claude_dir, 1))[0]
+    await eventually(user, "return require('claude_nvim').status() ~= ''")
+    job = (await eventually(user, TERMINAL))["job"]
+    await user.exec_lua("vim.fn.chansend(select(1, ...), 'exit\\r')", job)
+    await eventually(user, "return require('claude_nvim.terminal').info() == nil")
+    await user.request("nvim_command", "ClaudeNvim")  # at once, while the server stops
+    second = (await claudes_started(claude_dir, 2))[1]
+    assert await eventually(user, "return require('claude_nvim').status() ~= '' and "
+                                  "vim.g.claude_nvim_server.port", timeout=20)
+    await trio.sleep(0.5)  # connected, and it stays so
+    assert alive(second["pid"]) and not alive(first["pid"])
+    assert (await user.exec_lua(TERMINAL))["running"]
+    assert await user.exec_lua(SERVER_APART)
+
+
+# The server runs apart from the current Claude: not in its terminal's job.
+SERVER_APART = """local info = require('claude_nvim.terminal').info()
+return vim.g.claude_nvim_server.pid ~= vim.fn.jobpid(info.job)"""
 
 
 @pytest.mark.parametrize("position", ["left", "bottom", "float", "tab"])

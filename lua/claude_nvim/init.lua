@@ -44,14 +44,15 @@ function M.command()
     .. 'opts.cmd, or put claude-nvim on PATH (pipx install / uv tool install)'
 end
 
--- The running server's state in this Neovim (vim.g.claude_nvim_server, kept by the server's
--- claude_nvim.core), or nil when none runs: a dead server's leftover is none.
-local function server()
+--- The running server's state in this Neovim (vim.g.claude_nvim_server, kept by the server's
+--- claude_nvim.core), or nil when none runs: a dead server's leftover is none.
+function M.server()
   local info = vim.g.claude_nvim_server
   if type(info) ~= 'table' or type(info.port) ~= 'number' then return nil end
   if api.nvim_get_chan_info(info.channel).id == nil then return nil end
   return info
 end
+local server = M.server
 
 --- For statuslines: "" when no Claude is connected, else e.g. "Claude" or "Claude ×2 · 1 diff".
 function M.status()
