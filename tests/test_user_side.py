@@ -90,6 +90,27 @@ async def test_with_two_claudes_the_latest_to_connect_gets_the_mention(app, clie
         assert "sent to the Claude with pid 4343" in await messages(nvim)
 
 
+async def test_neovim_knows_how_many_claudes_listen(app, client, nvim, tmp_path):
+    await nvim.exec_lua("""
+        _G.said = {}
+        vim.api.nvim_create_autocmd('User', {pattern = {'ClaudeNvimConnected',
+          'ClaudeNvimDisconnected'}, callback = function(a)
+            table.insert(_G.said, a.match .. ' ' .. a.data.clients) end})""")
+
+    async def clients_become(count):
+        with trio.fail_after(5):
+            while await nvim.exec_lua("return vim.g.claude_nvim_server.clients") != count:
+                await trio.sleep(0.05)
+
+    await ready(client, nvim, tmp_path)
+    async with mcp_client(app.port, app.token, pid=4343) as other:
+        await other.next_notification("selection_changed")
+        await clients_become(2)
+    await clients_become(1)  # one of two went away
+    said = await nvim.exec_lua("return _G.said")  # perhaps "ClaudeNvimConnected 1" first
+    assert said[-2:] == ["ClaudeNvimConnected 2", "ClaudeNvimDisconnected 1"]
+
+
 async def test_a_mention_goes_to_the_claude_of_the_terminal_entered_last(app, nvim, tmp_path):
     # Two :terminal buffers, each the home of one Claude: the pid a Claude sends in
     # ide_connected is its terminal's job pid (or a descendant of it).

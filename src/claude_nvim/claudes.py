@@ -56,8 +56,12 @@ class Claude:
     terminal: Terminal | None = None
 
     def label(self) -> str:
-        """How the user knows this Claude: by its terminal buffer, else by its pid."""
+        """How the user knows this Claude: by its terminal (the name the Neovim plugin gives
+        it, ``claude-nvim://2``, else the buffer number), else by its pid."""
         if self.terminal is not None:
+            name = self.terminal.name
+            if name and not name.startswith("term://"):  # Neovim's own: long, with a pid
+                return f"the Claude in {name}"
             return f"the Claude in terminal buffer {self.terminal.buffer}"
         if self.pid is not None:
             return f"the Claude with pid {self.pid}"

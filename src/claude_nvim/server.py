@@ -262,17 +262,19 @@ class App:
         await trio.sleep(FIRST_PUSH_DELAY)
         send = partial(self._send, ws)
         claude = await self._identify(session.connection)
-        with self.outboxes.open(claude) as inbox:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._tell_clients, True)
-                for feature in self.features:
-                    nursery.start_soon(feature.push, send)
-                async for message in inbox:
-                    if not await send(message):
-                        break
-                nursery.cancel_scope.cancel()
-        with trio.CancelScope(shield=True):
-            await self._tell_clients(False)
+        try:
+            with self.outboxes.open(claude) as inbox:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._tell_clients, True)
+                    for feature in self.features:
+                        nursery.start_soon(feature.push, send)
+                    async for message in inbox:
+                        if not await send(message):
+                            break
+                    nursery.cancel_scope.cancel()
+        finally:  # mostly reached by cancellation: the client went away
+            with trio.CancelScope(shield=True):
+                await self._tell_clients(False)
 
     async def _identify(self, connection: ConnectionInfo) -> Claude:
         """The Claude on ``connection``, with the Neovim terminal it runs in if any."""
