@@ -46,6 +46,7 @@ import trio
 from claude_nvim.editor import Editor
 from claude_nvim.headless import find_nvim, headless_nvim
 from claude_nvim.nvim_client import editor_for
+from claude_nvim.testing import inotify_watches
 
 sys.path.insert(0, str(Path(__file__).parent))
 from wsclient import TEXT, Closed, WebSocket, frame
@@ -185,17 +186,6 @@ local buf = vim.fn.bufnr(path)
 local lines = vim.api.nvim_buf_get_lines(buf, -2, -1, false)
 return lines[1] == last and _G.claude_nvim_bench_reloads[buf] or false
 """
-
-
-def inotify_watches(pid: int) -> int:
-    """The inotify watches process ``pid`` holds (libuv's fs_event watchers)."""
-    watches = 0
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        with contextlib.suppress(OSError):
-            if os.readlink(fd) == "anon_inode:inotify":
-                info = (Path(f"/proc/{pid}/fdinfo") / fd.name).read_text()
-                watches += sum(line.startswith("inotify wd:") for line in info.splitlines())
-    return watches
 
 
 # ---------------------------------------------------------------------------------------------

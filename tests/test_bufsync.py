@@ -5,7 +5,6 @@ never touched."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import shutil
@@ -15,21 +14,9 @@ import pytest
 import trio
 
 import claude_nvim
-from claude_nvim.testing import running_app
+from claude_nvim.testing import inotify_watches, running_app
 
 BUFSYNC_LUA = Path(claude_nvim.__file__).parent / "lua" / "bufsync.lua"
-
-
-def inotify_watches(pid: int) -> int:
-    """How many inotify watches process ``pid`` holds, as Linux counts them (libuv's
-    fs_event watchers are inotify watches: one per watched directory)."""
-    watches = 0
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        with contextlib.suppress(OSError):
-            if os.readlink(fd) == "anon_inode:inotify":
-                info = (Path(f"/proc/{pid}/fdinfo") / fd.name).read_text()
-                watches += sum(line.startswith("inotify wd:") for line in info.splitlines())
-    return watches
 
 
 async def watches(nvim) -> int:

@@ -24,6 +24,7 @@ import contextlib
 import itertools
 import json
 import math
+import os
 from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -264,6 +265,18 @@ async def mcp_client(
                 await client.initialize(pid)
             yield client
             nursery.cancel_scope.cancel()
+
+
+def inotify_watches(pid: int) -> int:
+    """How many inotify watches process ``pid`` holds, as Linux counts them (libuv's
+    fs_event watchers are inotify watches: one per watched directory)."""
+    watches = 0
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            if os.readlink(fd) == "anon_inode:inotify":
+                info = (Path(f"/proc/{pid}/fdinfo") / fd.name).read_text()
+                watches += sum(line.startswith("inotify wd:") for line in info.splitlines())
+    return watches
 
 
 # pytest fixtures
