@@ -319,3 +319,33 @@ def test_a_settled_diff_keeps_no_copy_of_the_proposal():
     registry.settle(rejected.id, "rejected")
     assert accepted.text == "new\n"
     assert accepted.contents == rejected.contents == ""
+
+
+WINDOWS = """return vim.tbl_map(function(w) local b = vim.api.nvim_win_get_buf(w)
+  return { vim.api.nvim_buf_get_name(b), vim.wo[w].diff } end, vim.api.nvim_tabpage_list_wins(0))"""
+
+
+@pytest.mark.parametrize("first_closed", ["first", "second"])
+async def test_two_diffs_in_the_current_tab_close_in_either_order(client, ui, tmp_path,
+                                                                 first_closed):
+    # opts.diff.open_in = 'current': the second diff takes over the first one's file window.
+    a, b, other = tmp_path / "a.py", tmp_path / "b.py", tmp_path / "other.txt"
+    for path in (a, b, other):
+        path.write_text(f"{path.stem}\n")
+    await ui.exec_lua("vim.g.claude_nvim_opts = {diff = {open_in = 'current'}}")
+    await ui.request("nvim_command", f"edit {other} | vsplit | enew")  # a terminal's place
+    async with trio.open_nursery() as nursery:
+        diffs = {"first": await open_diff(nursery, client, ui, a, "A\n", tab="first"),
+                 "second": await open_diff(nursery, client, ui, b, "B\n", tab="second")}
+        files = {"first": a, "second": b}
+        remaining = "second" if first_closed == "first" else "first"
+        await client.call_tool("close_tab", {"tab_name": first_closed})
+        assert (await diffs[first_closed].outcome())[0] == "DIFF_REJECTED"
+        windows = await ui.exec_lua(WINDOWS)
+        # The other diff is whole: its file shown in diff mode; the closed one's is gone.
+        assert [str(files[remaining]), True] in windows
+        assert [str(files[first_closed]), True] not in windows
+        await client.call_tool("close_tab", {"tab_name": remaining})
+        assert (await diffs[remaining].outcome())[0] == "DIFF_REJECTED"
+    # What was in the window before the first diff is back.
+    assert await ui.exec_lua(WINDOWS) == [["", False], [str(other), False]]

@@ -171,10 +171,20 @@ function M.close(id, reload)
   d.resolved = true
   pcall(api.nvim_del_augroup_by_id, d.group)
   if not d.in_tab then
-    if api.nvim_win_is_valid(d.left) then
+    -- A later diff may have taken the window over (it shows that diff's target now): leave
+    -- it be, and hand it what this one would have put back.
+    for _, other in pairs(diffs) do
+      if other.left == d.left and other.shown == d.target then other.shown = d.shown end
+    end
+    if api.nvim_win_is_valid(d.left) and api.nvim_win_get_buf(d.left) == d.target then
       pcall(api.nvim_win_call, d.left, function() vim.cmd('diffoff') end)
       if d.shown and api.nvim_buf_is_valid(d.shown) and d.shown ~= d.target then
         pcall(api.nvim_win_set_buf, d.left, d.shown)
+        for _, other in pairs(diffs) do  -- the earlier diff this one covered is back
+          if other.left == d.left and other.target == d.shown then
+            pcall(api.nvim_win_call, d.left, function() vim.cmd('diffthis') end)
+          end
+        end
       end
     end
   elseif api.nvim_tabpage_is_valid(d.tab) then
