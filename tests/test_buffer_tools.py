@@ -7,7 +7,7 @@ import os
 import pytest
 import trio
 
-from claude_nvim.testing import McpClient, mcp_client
+from claude_nvim.testing import McpClient, mcp_client, model_client_of
 from claude_nvim.tools import get_buffer_text, get_quickfix_list
 
 
@@ -119,25 +119,30 @@ async def test_a_file_grown_past_the_size_limit_is_not_reloaded(model, nvim, tmp
     assert answer["text"] == "one" and answer["totalLines"] == 1
 
 
-async def test_caps_on_lines_and_bytes(model, nvim, tmp_path, monkeypatch):
+async def test_caps_on_lines_and_bytes(nvim_address, nvim, tmp_path):
     path = tmp_path / "a.txt"
     path.write_text("aaaa\nbbbb\ncccc\ndddd\n")
     await edit(nvim, path)
-    monkeypatch.setattr(get_buffer_text, "MAX_LINES", 3)
-    answer = await call(model, "getBufferText", {"filePath": str(path)})
-    assert answer == {"uri": f"file://{path}", "startLine": 0, "endLine": 2, "totalLines": 4,
-                      "isDirty": False, "truncated": True, "text": "aaaa\nbbbb\ncccc"}
-    more = await call(model, "getBufferText", {"filePath": str(path), "startLine": 3})
-    assert more["text"] == "dddd" and "truncated" not in more
-    monkeypatch.setattr(get_buffer_text, "MAX_LINES", 2000)
-    monkeypatch.setattr(get_buffer_text, "MAX_BYTES", 10)
-    answer = await call(model, "getBufferText", {"filePath": str(path)})
-    assert (answer["text"], answer["endLine"], answer["truncated"]) == ("aaaa\nbbbb", 1, True)
+
+    def limited(**limits):
+        tool = get_buffer_text.make_tool(get_buffer_text.Limits(**limits))
+        return model_client_of(nvim_address, tmp_path / "ide", tool)
+
+    async with limited(max_lines=3) as model:
+        answer = await call(model, "getBufferText", {"filePath": str(path)})
+        assert answer == {"uri": f"file://{path}", "startLine": 0, "endLine": 2,
+                          "totalLines": 4, "isDirty": False, "truncated": True,
+                          "text": "aaaa\nbbbb\ncccc"}
+        more = await call(model, "getBufferText", {"filePath": str(path), "startLine": 3})
+        assert more["text"] == "dddd" and "truncated" not in more
+    async with limited(max_bytes=10) as model:
+        answer = await call(model, "getBufferText", {"filePath": str(path)})
+        assert (answer["text"], answer["endLine"], answer["truncated"]) == ("aaaa\nbbbb", 1, True)
     # A line longer than the cap is cut, never inside a UTF-8 sequence.
-    monkeypatch.setattr(get_buffer_text, "MAX_BYTES", 5)
     await nvim.request("nvim_buf_set_lines", 0, 0, -1, False, ["ééééé"])
-    answer = await call(model, "getBufferText", {"filePath": str(path)})
-    assert (answer["text"], answer["endLine"], answer["truncated"]) == ("éé", 0, True)
+    async with limited(max_bytes=5) as model:
+        answer = await call(model, "getBufferText", {"filePath": str(path)})
+        assert (answer["text"], answer["endLine"], answer["truncated"]) == ("éé", 0, True)
 
 
 async def test_the_tools_are_model_tools(app, model):
@@ -205,15 +210,15 @@ async def test_the_location_list_of_the_active_editor_window(model, nvim, tmp_pa
         "No editor window: a location list belongs to a window")
 
 
-async def test_the_quickfix_list_is_capped(model, nvim, tmp_path, monkeypatch):
+async def test_the_quickfix_list_is_capped(nvim_address, nvim, tmp_path):
     await nvim.exec_lua("""
       local items = {}
       for i = 1, 5 do items[i] = { text = ('item %d %s'):format(i, ('x'):rep(50)) } end
       vim.fn.setqflist(items, 'r')
     """)
-    monkeypatch.setattr(get_quickfix_list, "MAX_ITEMS", 2)
-    monkeypatch.setattr(get_quickfix_list, "MAX_TEXT_BYTES", 6)
-    answer = await call(model, "getQuickfixList", {})
+    small = get_quickfix_list.make_tool(get_quickfix_list.Limits(max_items=2, max_text_bytes=6))
+    async with model_client_of(nvim_address, tmp_path / "ide", small) as model:
+        answer = await call(model, "getQuickfixList", {})
     assert answer["truncated"] is True and answer["total"] == 5
     assert [item["text"] for item in answer["items"]] == ["item 1", "item 2"]
 

@@ -17,7 +17,8 @@ import trio
 
 from claude_nvim import lsp
 from claude_nvim.headless import headless_nvim
-from claude_nvim.testing import McpClient
+from claude_nvim.testing import McpClient, model_client_of
+from claude_nvim.tools import lsp_document_symbols, lsp_hover, lsp_references
 
 PYLSP = Path(sys.executable).parent / "pylsp"
 
@@ -215,20 +216,22 @@ async def test_a_file_not_open_is_loaded_into_a_hidden_buffer(model, nvim, proje
     assert url(extra) not in {tab["uri"] for tab in editors["tabs"]}
 
 
-async def test_no_language_server_attached(model, nvim, project, monkeypatch):
+async def test_no_language_server_attached(nvim_address, nvim, project, tmp_path):
     notes = project / "notes.txt"
     await edit(nvim, notes)
     where = {"filePath": str(notes), "line": 0, "character": 0}
-    for tool in ("lspDefinition", "lspReferences", "lspHover"):
-        assert await error(model, tool, where) == f"No language server is attached to {notes}"
-    assert await error(model, "lspDocumentSymbols", {"filePath": str(notes)}) == (
-        f"No language server is attached to {notes}")
-    # A file the tool loads itself gets a moment for a server to attach.
-    monkeypatch.setattr(lsp, "FRESH_WAIT", 0.2)
-    other = project / "other.txt"
-    other.write_text("plain\n")
-    with trio.fail_after(2):
-        message = await error(model, "lspHover", {**where, "filePath": str(other)})
+    # A file the tool loads itself gets a moment for a server to attach: 0.2 s here.
+    hover = lsp_hover.make_tool(lsp.Limits(fresh_wait=0.2))
+    async with model_client_of(nvim_address, tmp_path / "ide", hover) as model:
+        for tool in ("lspDefinition", "lspReferences", "lspHover"):
+            assert await error(model, tool, where) == (
+                f"No language server is attached to {notes}")
+        assert await error(model, "lspDocumentSymbols", {"filePath": str(notes)}) == (
+            f"No language server is attached to {notes}")
+        other = project / "other.txt"
+        other.write_text("plain\n")
+        with trio.fail_after(2):
+            message = await error(model, "lspHover", {**where, "filePath": str(other)})
     assert message == f"No language server is attached to {other}"
 
 
@@ -296,19 +299,22 @@ async def test_a_bad_modeline_does_not_fail_the_request(model, nvim, tmp_path):
     assert await nvim.exec_lua("return vim.api.nvim_buf_is_loaded(vim.fn.bufnr(...))", str(path))
 
 
-async def test_answers_are_capped(model, nvim, project, monkeypatch):
+async def test_answers_are_capped(nvim_address, nvim, project, tmp_path):
     main, models = project / "main.py", project / "models.py"
     await edit(nvim, main)
-    monkeypatch.setattr(lsp, "MAX_LOCATIONS", 2)
-    answer = await call(model, "lspReferences", {"filePath": str(main), **at(MAIN, "total", 1)})
-    assert len(answer["locations"]) == 2 and answer["truncated"] is True and answer["total"] == 3
-    monkeypatch.setattr(lsp, "MAX_SYMBOLS", 2)
-    answer = await call(model, "lspDocumentSymbols", {"filePath": str(models)})
-    assert [s["name"] for s in answer["symbols"]] == ["Cart", "__init__"]
-    assert answer["truncated"] is True and answer["total"] == 5
-    monkeypatch.setattr(lsp, "MAX_HOVER_BYTES", 12)
-    answer = await call(model, "lspHover", {"filePath": str(main), **at(MAIN, "total", 1)})
-    assert answer["contents"] == "```python\nto" and answer["truncated"] is True
+    small = lsp.Limits(max_locations=2, max_symbols=2, max_hover_bytes=12)
+    tools = [module.make_tool(small) for module in (lsp_references, lsp_document_symbols,
+                                                    lsp_hover)]
+    async with model_client_of(nvim_address, tmp_path / "ide", *tools) as model:
+        answer = await call(model, "lspReferences",
+                            {"filePath": str(main), **at(MAIN, "total", 1)})
+        assert len(answer["locations"]) == 2 and answer["truncated"] is True
+        assert answer["total"] == 3
+        answer = await call(model, "lspDocumentSymbols", {"filePath": str(models)})
+        assert [s["name"] for s in answer["symbols"]] == ["Cart", "__init__"]
+        assert answer["truncated"] is True and answer["total"] == 5
+        answer = await call(model, "lspHover", {"filePath": str(main), **at(MAIN, "total", 1)})
+        assert answer["contents"] == "```python\nto" and answer["truncated"] is True
 
 
 async def test_the_tools_are_model_tools(app, model):
@@ -459,11 +465,13 @@ async def test_an_error_from_the_server_is_a_tool_error(model, nvim, project):
     assert message == "fake answered textDocument/definition with an error: definition exploded"
 
 
-async def test_no_answer_in_time_cancels_the_request(model, nvim, project, monkeypatch):
+async def test_no_answer_in_time_cancels_the_request(nvim_address, nvim, project, tmp_path):
     path = await start_fake(nvim, project, "fake")
     await wait_for_client(nvim, path, "fake")
-    monkeypatch.setattr(lsp, "REQUEST_TIMEOUT", 0.3)
-    message = await error(model, "lspHover", {"filePath": str(path), "line": 0, "character": 0})
+    hover = lsp_hover.make_tool(lsp.Limits(request_timeout=0.3))
+    async with model_client_of(nvim_address, tmp_path / "ide", hover) as model:
+        message = await error(model, "lspHover",
+                              {"filePath": str(path), "line": 0, "character": 0})
     assert message == ("No answer within 0.3 s: gave up waiting for fake to answer "
                        "textDocument/hover")
     calls = await fake_calls(nvim, "fake")
@@ -479,15 +487,18 @@ async def test_a_server_still_starting_is_waited_for(model, nvim, project):
     assert answer == {"contents": "slow but sure"}
 
 
-async def test_a_server_that_never_starts(model, nvim, project, monkeypatch):
+async def test_a_server_that_never_starts(nvim_address, nvim, project, tmp_path):
     path = await start_fake(nvim, project, "stuck", init_delay=-1)
-    monkeypatch.setattr(lsp, "ATTACH_WAIT", 0.2)
-    message = await error(model, "lspHover", {"filePath": str(path), "line": 0, "character": 0})
+    hover = lsp_hover.make_tool(lsp.Limits(attach_wait=0.2))
+    async with model_client_of(nvim_address, tmp_path / "ide", hover) as model:
+        message = await error(model, "lspHover",
+                              {"filePath": str(path), "line": 0, "character": 0})
     assert message == (f"The language server stuck attached to {path} did not finish "
                        "starting within 0.2 s")
 
 
-async def test_a_server_attaching_late_to_a_file_just_loaded(model, nvim, project, monkeypatch):
+async def test_a_server_attaching_late_to_a_file_just_loaded(nvim_address, nvim, project,
+                                                             tmp_path):
     await start_fake(nvim, project, "fake")  # defines _G.fake_config
     path = project / "late.late"
     path.write_text("late text\n")
@@ -502,8 +513,9 @@ async def test_a_server_attaching_late_to_a_file_just_loaded(model, nvim, projec
         end)
       end })
     """, str(path), {"capabilities": CAPABILITIES, "init_delay": 300, "hover": "late"})
-    monkeypatch.setattr(lsp, "FRESH_WAIT", 0.1)
-    with trio.fail_after(5):
-        answer = await call(model, "lspHover",
-                            {"filePath": str(path), "line": 0, "character": 0})
+    hover = lsp_hover.make_tool(lsp.Limits(fresh_wait=0.1))
+    async with model_client_of(nvim_address, tmp_path / "ide", hover) as model:
+        with trio.fail_after(5):
+            answer = await call(model, "lspHover",
+                                {"filePath": str(path), "line": 0, "character": 0})
     assert answer == {"contents": "late"}

@@ -14,21 +14,31 @@ the server negotiated, ``file://`` + path URIs without percent-encoding, lists c
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .paths import candidate_paths
 from .replies import call_lua_async
 from .tool import JSON, ToolContext, ToolError, ToolResult, json_result
 
-REQUEST_TIMEOUT = 15.0
-"""Seconds a call may take in all: the wait for a server to start plus its answer."""
-ATTACH_WAIT = 10.0
-"""Seconds to wait for a language server that is still starting (initializing)."""
-FRESH_WAIT = 1.0
-"""Seconds to wait for some server to attach to a file the tool has just loaded itself."""
-MAX_LOCATIONS = 200
-MAX_SYMBOLS = 500
-MAX_HOVER_BYTES = 100_000
+
+@dataclass(frozen=True)
+class Limits:
+    """What an LSP tool waits for and answers at most; each ``lsp*`` tool module's
+    ``make_tool(limits)`` makes the tool with other limits (the descriptions say them)."""
+
+    request_timeout: float = 15.0
+    """Seconds a call may take in all: the wait for a server to start plus its answer."""
+    attach_wait: float = 10.0
+    """Seconds to wait for a language server that is still starting (initializing)."""
+    fresh_wait: float = 1.0
+    """Seconds to wait for some server to attach to a file the tool has just loaded itself."""
+    max_locations: int = 200
+    max_symbols: int = 500
+    max_hover_bytes: int = 100_000
+
+
+DEFAULT_LIMITS = Limits()
 
 ANNOTATIONS_READ_ONLY = {"readOnlyHint": True, "openWorldHint": False}
 
@@ -67,17 +77,17 @@ def file_request(args: JSON) -> JSON:
     return request
 
 
-async def run(ctx: ToolContext, request: JSON) -> ToolResult:
+async def run(ctx: ToolContext, request: JSON, limits: Limits = DEFAULT_LIMITS) -> ToolResult:
     """Run the tool's Lua ``M.run(reply_id, request)`` and answer with its value as JSON."""
-    limits = {
-        "attach_ms": int(ATTACH_WAIT * 1000),
-        "fresh_ms": int(FRESH_WAIT * 1000),
-        "max_locations": MAX_LOCATIONS,
-        "max_symbols": MAX_SYMBOLS,
-        "max_hover": MAX_HOVER_BYTES,
+    bounds = {
+        "attach_ms": int(limits.attach_wait * 1000),
+        "fresh_ms": int(limits.fresh_wait * 1000),
+        "max_locations": limits.max_locations,
+        "max_symbols": limits.max_symbols,
+        "max_hover": limits.max_hover_bytes,
     }
-    value: Any = await call_lua_async(ctx, "run", {**request, **limits},
-                                      timeout=REQUEST_TIMEOUT)
+    value: Any = await call_lua_async(ctx, "run", {**request, **bounds},
+                                      timeout=limits.request_timeout)
     return json_result(ordered(value))
 
 

@@ -267,6 +267,18 @@ async def mcp_client(
             nursery.cancel_scope.cancel()
 
 
+@contextlib.asynccontextmanager
+async def model_client_of(address: str, lock_directory: Path, *tools: Tool
+                          ) -> AsyncIterator[McpClient]:
+    """A model-endpoint client of a new server for the Neovim at ``address``, with ``tools`` in
+    place of the installed tools of the same names (a tool's ``make_tool(Limits(...))``: the
+    same tool with other limits)."""
+    every = {**load_tools().tools, **{tool.name: tool for tool in tools}}
+    async with running_app(address, tools=every, lock_directory=lock_directory) as app, \
+            mcp_client(app.port, app.token, path=MODEL_PATH) as client:
+        yield client
+
+
 def inotify_watches(pid: int) -> int:
     """How many inotify watches process ``pid`` holds, as Linux counts them (libuv's
     fs_event watchers are inotify watches: one per watched directory)."""

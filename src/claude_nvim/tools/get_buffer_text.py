@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import partial
+
 from ..hookspecs import hookimpl
 from ..lsp import MAX_INDEX, ordered
 from ..paths import candidate_paths
 from ..tool import JSON, MODEL, Register, Tool, ToolContext, ToolError, ToolResult, json_result
 
-MAX_LINES = 2000
-MAX_BYTES = 100_000
+
+@dataclass(frozen=True)
+class Limits:
+    """What one call answers at most (``make_tool(Limits(max_lines=3))``: a smaller tool)."""
+
+    max_lines: int = 2000
+    max_bytes: int = 100_000
+
+
+DEFAULT_LIMITS = Limits()
 
 LUA = r"""
 local api = vim.api
@@ -73,50 +84,57 @@ return M
 """
 
 
-async def get_buffer_text(ctx: ToolContext, args: JSON) -> ToolResult:
+async def get_buffer_text(ctx: ToolContext, args: JSON,
+                          limits: Limits = DEFAULT_LIMITS) -> ToolResult:
     path = args["filePath"]
     if not path.strip():
         raise ToolError("Invalid arguments: 'filePath' must not be empty")
     request = {k: args[k] for k in ("startLine", "endLine") if k in args}
     answer = await ctx.call_lua("read", candidate_paths(path),
-                                {**request, "max_lines": MAX_LINES, "max_bytes": MAX_BYTES})
+                                {**request, "max_lines": limits.max_lines,
+                                 "max_bytes": limits.max_bytes})
     if "error" in answer:
         raise ToolError(answer["error"])
     order = ("uri", "startLine", "endLine", "totalLines", "isDirty", "truncated", "text")
     return json_result(ordered(answer, order))
 
 
-TOOL = Tool(
-    name="getBufferText",
-    description=(
-        "Read the current text of a file open in Neovim, including unsaved changes, or of "
-        "its lines startLine..endLine (0-based, inclusive). Answers "
-        '{"uri","text","startLine","endLine","totalLines","isDirty"}; lines are joined with '
-        f"\\n. At most {MAX_LINES} lines and {MAX_BYTES} bytes per call: then "
-        '"truncated":true, and endLine says where it stopped; read on from there. '
-        "A file not open in Neovim is an error (read it from disk instead)."
-    ),
-    input_schema={
-        "type": "object",
-        "properties": {
-            "filePath": {
-                "type": "string",
-                "description": (
-                    "An absolute path, a path relative to Neovim's cwd, or a file:// URI."
-                ),
+def make_tool(limits: Limits = DEFAULT_LIMITS) -> Tool:
+    """The tool, answering within ``limits``."""
+    return Tool(
+        name="getBufferText",
+        description=(
+            "Read the current text of a file open in Neovim, including unsaved changes, or of "
+            "its lines startLine..endLine (0-based, inclusive). Answers "
+            '{"uri","text","startLine","endLine","totalLines","isDirty"}; lines are joined with '
+            f"\\n. At most {limits.max_lines} lines and {limits.max_bytes} bytes per call: then "
+            '"truncated":true, and endLine says where it stopped; read on from there. '
+            "A file not open in Neovim is an error (read it from disk instead)."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "filePath": {
+                    "type": "string",
+                    "description": (
+                        "An absolute path, a path relative to Neovim's cwd, or a file:// URI."
+                    ),
+                },
+                "startLine": {"type": "integer", "minimum": 0, "maximum": MAX_INDEX,
+                              "description": "First line, 0-based (default 0)."},
+                "endLine": {"type": "integer", "minimum": 0, "maximum": MAX_INDEX,
+                            "description": "Last line, 0-based, inclusive (default: the last)."},
             },
-            "startLine": {"type": "integer", "minimum": 0, "maximum": MAX_INDEX,
-                          "description": "First line, 0-based (default 0)."},
-            "endLine": {"type": "integer", "minimum": 0, "maximum": MAX_INDEX,
-                        "description": "Last line, 0-based, inclusive (default: the last)."},
+            "required": ["filePath"],
         },
-        "required": ["filePath"],
-    },
-    handler=get_buffer_text,
-    exposure=MODEL,
-    annotations={"title": "Get buffer text", "readOnlyHint": True, "openWorldHint": False},
-    lua=LUA,
-)
+        handler=partial(get_buffer_text, limits=limits),
+        exposure=MODEL,
+        annotations={"title": "Get buffer text", "readOnlyHint": True, "openWorldHint": False},
+        lua=LUA,
+    )
+
+
+TOOL = make_tool()
 
 
 @hookimpl

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import partial
+
 from ..hookspecs import hookimpl
 from ..lsp import ordered
 from ..tool import JSON, MODEL, Register, Tool, ToolContext, ToolError, ToolResult, json_result
 
-MAX_ITEMS = 200
-MAX_TEXT_BYTES = 500
+
+@dataclass(frozen=True)
+class Limits:
+    """What one call answers at most (``make_tool(Limits(max_items=2))``: a smaller tool)."""
+
+    max_items: int = 200
+    max_text_bytes: int = 500
+
+
+DEFAULT_LIMITS = Limits()
 
 LUA = r"""
 local api = vim.api
@@ -79,9 +90,10 @@ return M
 """
 
 
-async def get_quickfix_list(ctx: ToolContext, args: JSON) -> ToolResult:
+async def get_quickfix_list(ctx: ToolContext, args: JSON,
+                            limits: Limits = DEFAULT_LIMITS) -> ToolResult:
     which = args.get("list", "quickfix")
-    answer = await ctx.call_lua("get", which, MAX_ITEMS, MAX_TEXT_BYTES)
+    answer = await ctx.call_lua("get", which, limits.max_items, limits.max_text_bytes)
     if "error" in answer:
         raise ToolError(answer["error"])
     order = ("list", "title", "current", "truncated", "total", "items", "uri", "line",
@@ -89,31 +101,37 @@ async def get_quickfix_list(ctx: ToolContext, args: JSON) -> ToolResult:
     return json_result(ordered(answer, order))
 
 
-TOOL = Tool(
-    name="getQuickfixList",
-    description=(
-        "Read Neovim's quickfix list (compiler errors, grep results, ...), or with "
-        '"list":"location" the location list of the active editor window. Answers '
-        '{"list","title","items":[{"uri"?,"line"?,"character"?,"endLine"?,"endCharacter"?,'
-        '"text","type"?,"valid"?}],"current"?}: 0-based lines, UTF-16 characters, '
-        '"valid":false for lines Neovim could not parse, "current" the selected entry\'s index. '
-        f'At most {MAX_ITEMS} items (then "truncated":true and "total").'
-    ),
-    input_schema={
-        "type": "object",
-        "properties": {
-            "list": {
-                "type": "string",
-                "enum": ["quickfix", "location"],
-                "description": "Which list (default quickfix).",
-            }
+def make_tool(limits: Limits = DEFAULT_LIMITS) -> Tool:
+    """The tool, answering within ``limits``."""
+    return Tool(
+        name="getQuickfixList",
+        description=(
+            "Read Neovim's quickfix list (compiler errors, grep results, ...), or with "
+            '"list":"location" the location list of the active editor window. Answers '
+            '{"list","title","items":[{"uri"?,"line"?,"character"?,"endLine"?,"endCharacter"?,'
+            '"text","type"?,"valid"?}],"current"?}: 0-based lines, UTF-16 characters, '
+            '"valid":false for lines Neovim could not parse, "current" the selected entry\'s '
+            'index. '
+            f'At most {limits.max_items} items (then "truncated":true and "total").'
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "list": {
+                    "type": "string",
+                    "enum": ["quickfix", "location"],
+                    "description": "Which list (default quickfix).",
+                }
+            },
         },
-    },
-    handler=get_quickfix_list,
-    exposure=MODEL,
-    annotations={"title": "Get quickfix list", "readOnlyHint": True, "openWorldHint": False},
-    lua=LUA,
-)
+        handler=partial(get_quickfix_list, limits=limits),
+        exposure=MODEL,
+        annotations={"title": "Get quickfix list", "readOnlyHint": True, "openWorldHint": False},
+        lua=LUA,
+    )
+
+
+TOOL = make_tool()
 
 
 @hookimpl

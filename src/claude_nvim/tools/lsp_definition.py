@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from .. import lsp
 from ..hookspecs import hookimpl
 from ..tool import JSON, MODEL, Register, Tool, ToolContext, ToolResult
@@ -17,24 +19,30 @@ end
 """)
 
 
-async def lsp_definition(ctx: ToolContext, args: JSON) -> ToolResult:
-    return await lsp.run(ctx, lsp.file_request(args))
+async def lsp_definition(ctx: ToolContext, args: JSON,
+                         limits: lsp.Limits = lsp.DEFAULT_LIMITS) -> ToolResult:
+    return await lsp.run(ctx, lsp.file_request(args), limits)
 
 
-TOOL = Tool(
-    name="lspDefinition",
-    description=(
-        "Go to definition, answered by the language server Neovim has attached to the file. "
-        "Give the file and a 0-based position (character in UTF-16 units). Answers "
-        '{"locations":[{"uri","range","text"}]}: file:// URIs, 0-based ranges, and the '
-        "source line at each location."
-    ),
-    input_schema=lsp.POSITION_SCHEMA,
-    handler=lsp_definition,
-    exposure=MODEL,
-    annotations={"title": "Go to definition (LSP)", **lsp.ANNOTATIONS_READ_ONLY},
-    lua=LUA,
-)
+def make_tool(limits: lsp.Limits = lsp.DEFAULT_LIMITS) -> Tool:
+    """The tool, waiting and answering within ``limits``."""
+    return Tool(
+        name="lspDefinition",
+        description=(
+            "Go to definition, answered by the language server Neovim has attached to the file. "
+            "Give the file and a 0-based position (character in UTF-16 units). Answers "
+            '{"locations":[{"uri","range","text"}]}: file:// URIs, 0-based ranges, and the '
+            "source line at each location."
+        ),
+        input_schema=lsp.POSITION_SCHEMA,
+        handler=partial(lsp_definition, limits=limits),
+        exposure=MODEL,
+        annotations={"title": "Go to definition (LSP)", **lsp.ANNOTATIONS_READ_ONLY},
+        lua=LUA,
+    )
+
+
+TOOL = make_tool()
 
 
 @hookimpl

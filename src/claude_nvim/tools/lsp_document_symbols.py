@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from .. import lsp
 from ..hookspecs import hookimpl
 from ..tool import JSON, MODEL, Register, Tool, ToolContext, ToolResult
@@ -20,29 +22,35 @@ end
 """)
 
 
-async def lsp_document_symbols(ctx: ToolContext, args: JSON) -> ToolResult:
-    return await lsp.run(ctx, lsp.file_request(args))
+async def lsp_document_symbols(ctx: ToolContext, args: JSON,
+                               limits: lsp.Limits = lsp.DEFAULT_LIMITS) -> ToolResult:
+    return await lsp.run(ctx, lsp.file_request(args), limits)
 
 
-TOOL = Tool(
-    name="lspDocumentSymbols",
-    description=(
-        "List the symbols of a file (classes, functions, methods, variables, ...), answered "
-        "by the language server Neovim has attached to it. Answers "
-        '{"uri","symbols":[{"name","kind","range","containerName"?,"detail"?}]}, flattened '
-        f'in the server\'s order, at most {lsp.MAX_SYMBOLS} (then "truncated":true and '
-        '"total"); 0-based ranges, characters in UTF-16 units.'
-    ),
-    input_schema={
-        "type": "object",
-        "properties": {"filePath": lsp.FILE_PATH},
-        "required": ["filePath"],
-    },
-    handler=lsp_document_symbols,
-    exposure=MODEL,
-    annotations={"title": "Document symbols (LSP)", **lsp.ANNOTATIONS_READ_ONLY},
-    lua=LUA,
-)
+def make_tool(limits: lsp.Limits = lsp.DEFAULT_LIMITS) -> Tool:
+    """The tool, waiting and answering within ``limits``."""
+    return Tool(
+        name="lspDocumentSymbols",
+        description=(
+            "List the symbols of a file (classes, functions, methods, variables, ...), answered "
+            "by the language server Neovim has attached to it. Answers "
+            '{"uri","symbols":[{"name","kind","range","containerName"?,"detail"?}]}, flattened '
+            f'in the server\'s order, at most {limits.max_symbols} (then "truncated":true and '
+            '"total"); 0-based ranges, characters in UTF-16 units.'
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {"filePath": lsp.FILE_PATH},
+            "required": ["filePath"],
+        },
+        handler=partial(lsp_document_symbols, limits=limits),
+        exposure=MODEL,
+        annotations={"title": "Document symbols (LSP)", **lsp.ANNOTATIONS_READ_ONLY},
+        lua=LUA,
+    )
+
+
+TOOL = make_tool()
 
 
 @hookimpl

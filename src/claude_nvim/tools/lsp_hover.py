@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from .. import lsp
 from ..hookspecs import hookimpl
 from ..tool import JSON, MODEL, Register, Tool, ToolContext, ToolResult
@@ -45,24 +47,30 @@ end
 """)
 
 
-async def lsp_hover(ctx: ToolContext, args: JSON) -> ToolResult:
-    return await lsp.run(ctx, lsp.file_request(args))
+async def lsp_hover(ctx: ToolContext, args: JSON,
+                    limits: lsp.Limits = lsp.DEFAULT_LIMITS) -> ToolResult:
+    return await lsp.run(ctx, lsp.file_request(args), limits)
 
 
-TOOL = Tool(
-    name="lspHover",
-    description=(
-        "Hover information (type, signature, documentation) for the symbol at a position, "
-        "answered by the language server Neovim has attached to the file. Give the file and "
-        'a 0-based position (character in UTF-16 units). Answers {"contents": markdown, '
-        '"range"?}; contents is "" when the server has nothing to say there.'
-    ),
-    input_schema=lsp.POSITION_SCHEMA,
-    handler=lsp_hover,
-    exposure=MODEL,
-    annotations={"title": "Hover (LSP)", **lsp.ANNOTATIONS_READ_ONLY},
-    lua=LUA,
-)
+def make_tool(limits: lsp.Limits = lsp.DEFAULT_LIMITS) -> Tool:
+    """The tool, waiting and answering within ``limits``."""
+    return Tool(
+        name="lspHover",
+        description=(
+            "Hover information (type, signature, documentation) for the symbol at a position, "
+            "answered by the language server Neovim has attached to the file. Give the file and "
+            'a 0-based position (character in UTF-16 units). Answers {"contents": markdown, '
+            '"range"?}; contents is "" when the server has nothing to say there.'
+        ),
+        input_schema=lsp.POSITION_SCHEMA,
+        handler=partial(lsp_hover, limits=limits),
+        exposure=MODEL,
+        annotations={"title": "Hover (LSP)", **lsp.ANNOTATIONS_READ_ONLY},
+        lua=LUA,
+    )
+
+
+TOOL = make_tool()
 
 
 @hookimpl

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from .. import lsp
 from ..hookspecs import hookimpl
 from ..tool import JSON, MODEL, Register, Tool, ToolContext, ToolResult
@@ -19,35 +21,41 @@ end
 """)
 
 
-async def lsp_references(ctx: ToolContext, args: JSON) -> ToolResult:
+async def lsp_references(ctx: ToolContext, args: JSON,
+                         limits: lsp.Limits = lsp.DEFAULT_LIMITS) -> ToolResult:
     request = lsp.file_request(args)
     request["includeDeclaration"] = args.get("includeDeclaration", True)
-    return await lsp.run(ctx, request)
+    return await lsp.run(ctx, request, limits)
 
 
-TOOL = Tool(
-    name="lspReferences",
-    description=(
-        "Find all references to the symbol at a position, answered by the language server "
-        "Neovim has attached to the file. Give the file and a 0-based position (character in "
-        'UTF-16 units). Answers {"locations":[{"uri","range","text"}]}, sorted, at most '
-        f'{lsp.MAX_LOCATIONS} (then "truncated":true and "total").'
-    ),
-    input_schema={
-        **lsp.POSITION_SCHEMA,
-        "properties": {
-            **lsp.POSITION_SCHEMA["properties"],
-            "includeDeclaration": {
-                "type": "boolean",
-                "description": "Include the declaration itself (default true).",
+def make_tool(limits: lsp.Limits = lsp.DEFAULT_LIMITS) -> Tool:
+    """The tool, waiting and answering within ``limits``."""
+    return Tool(
+        name="lspReferences",
+        description=(
+            "Find all references to the symbol at a position, answered by the language server "
+            "Neovim has attached to the file. Give the file and a 0-based position (character in "
+            'UTF-16 units). Answers {"locations":[{"uri","range","text"}]}, sorted, at most '
+            f'{limits.max_locations} (then "truncated":true and "total").'
+        ),
+        input_schema={
+            **lsp.POSITION_SCHEMA,
+            "properties": {
+                **lsp.POSITION_SCHEMA["properties"],
+                "includeDeclaration": {
+                    "type": "boolean",
+                    "description": "Include the declaration itself (default true).",
+                },
             },
         },
-    },
-    handler=lsp_references,
-    exposure=MODEL,
-    annotations={"title": "Find references (LSP)", **lsp.ANNOTATIONS_READ_ONLY},
-    lua=LUA,
-)
+        handler=partial(lsp_references, limits=limits),
+        exposure=MODEL,
+        annotations={"title": "Find references (LSP)", **lsp.ANNOTATIONS_READ_ONLY},
+        lua=LUA,
+    )
+
+
+TOOL = make_tool()
 
 
 @hookimpl

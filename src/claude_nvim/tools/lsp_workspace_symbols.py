@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from .. import lsp
 from ..hookspecs import hookimpl
 from ..tool import JSON, MODEL, Register, Tool, ToolContext, ToolResult
@@ -26,37 +28,43 @@ end
 """)
 
 
-async def lsp_workspace_symbols(ctx: ToolContext, args: JSON) -> ToolResult:
+async def lsp_workspace_symbols(ctx: ToolContext, args: JSON,
+                                limits: lsp.Limits = lsp.DEFAULT_LIMITS) -> ToolResult:
     request = lsp.file_request(args) if "filePath" in args else {}
     request["query"] = args["query"]
-    return await lsp.run(ctx, request)
+    return await lsp.run(ctx, request, limits)
 
 
-TOOL = Tool(
-    name="lspWorkspaceSymbols",
-    description=(
-        "Search the project's symbols by name, answered by the language servers running in "
-        "Neovim (with `filePath`: only those attached to that file). Answers "
-        '{"symbols":[{"name","kind","uri","range"?,"containerName"?}]}, at most '
-        f'{lsp.MAX_SYMBOLS} (then "truncated":true and "total"). Not every server supports '
-        "this."
-    ),
-    input_schema={
-        "type": "object",
-        "properties": {
-            "query": {
-                "type": "string",
-                "description": "Text to match symbol names against (servers match fuzzily).",
+def make_tool(limits: lsp.Limits = lsp.DEFAULT_LIMITS) -> Tool:
+    """The tool, waiting and answering within ``limits``."""
+    return Tool(
+        name="lspWorkspaceSymbols",
+        description=(
+            "Search the project's symbols by name, answered by the language servers running in "
+            "Neovim (with `filePath`: only those attached to that file). Answers "
+            '{"symbols":[{"name","kind","uri","range"?,"containerName"?}]}, at most '
+            f'{limits.max_symbols} (then "truncated":true and "total"). Not every server supports '
+            "this."
+        ),
+        input_schema={
+            "type": "object",
+            "properties": {
+                "query": {
+                    "type": "string",
+                    "description": "Text to match symbol names against (servers match fuzzily).",
+                },
+                "filePath": lsp.FILE_PATH,
             },
-            "filePath": lsp.FILE_PATH,
+            "required": ["query"],
         },
-        "required": ["query"],
-    },
-    handler=lsp_workspace_symbols,
-    exposure=MODEL,
-    annotations={"title": "Workspace symbols (LSP)", **lsp.ANNOTATIONS_READ_ONLY},
-    lua=LUA,
-)
+        handler=partial(lsp_workspace_symbols, limits=limits),
+        exposure=MODEL,
+        annotations={"title": "Workspace symbols (LSP)", **lsp.ANNOTATIONS_READ_ONLY},
+        lua=LUA,
+    )
+
+
+TOOL = make_tool()
 
 
 @hookimpl
