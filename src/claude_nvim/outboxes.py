@@ -34,7 +34,7 @@ class Outboxes:
 
     def __len__(self) -> int:
         """The clients listening now."""
-        return len(self._outboxes)
+        return len(self.claudes)
 
     def send_mention(self, message: JSON, recent_terminals: Sequence[int],
                      nursery: trio.Nursery) -> None:

@@ -285,7 +285,9 @@ class App:
                 terminals = [Terminal(t["buf"], t["pid"], str(t.get("name", "")))
                              for t in found if isinstance(t, dict)
                              and isinstance(t.get("buf"), int) and isinstance(t.get("pid"), int)]
-        terminal = self.outboxes.claudes.terminal_of(connection.client_pid, terminals)
+        # In a thread: off Linux, a parent pid is a `ps` run away.
+        terminal = await trio.to_thread.run_sync(
+            self.outboxes.claudes.terminal_of, connection.client_pid, terminals)
         claude = Claude(connection.id, connection.client_pid, terminal)
         connection.label = claude.label()
         log.info("client %d is %s", connection.id, connection.label)
