@@ -12,11 +12,9 @@ function M.check()
   health.ok(table.concat(cmd, ' ') .. ' (' .. where .. ')')
   -- This Neovim cannot answer the doctor while it waits for it: it gives its state (as the
   -- doctor's RUNNING_LUA would find it) on the command line.
-  local v, info = vim.version(), vim.g.claude_nvim_server
-  local alive = type(info) == 'table' and type(info.port) == 'number'
-    and vim.api.nvim_get_chan_info(info.channel).id ~= nil
-  local state = { v.major, v.minor, v.patch, alive and info.port or vim.NIL,
-                  alive and info.clients or 0 }
+  local v, info = vim.version(), require('claude_nvim').server()
+  local state = { v.major, v.minor, v.patch, info and info.port or vim.NIL,
+                  info and info.clients or 0 }
   local doctor = vim.list_extend(vim.deepcopy(cmd), { 'doctor', '--json', '--nvim',
     vim.v.servername ~= '' and vim.v.servername or 'this Neovim',
     '--nvim-state', vim.json.encode(state) })

@@ -29,7 +29,7 @@ end
 local function warn(msg) vim.notify('claude-nvim: ' .. msg, vim.log.levels.WARN) end
 
 --- The directory of the private install (a venv): stdpath('data')/claude-nvim/venv.
-function M.venv() return vim.fn.stdpath('data') .. '/claude-nvim/venv' end
+function M.venv() return require('claude_nvim.install').venv() end
 
 --- The claude-nvim command to run, as a list, and where it came from ('opts.cmd', 'private
 --- install', 'PATH'); nil and advice when there is none.

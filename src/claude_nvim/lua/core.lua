@@ -36,6 +36,17 @@ function M.absolute(path)
   return vim.fs.normalize(path, { expand_env = false })
 end
 
+-- The first of `candidates` (paths as the model or the CLI gave them) that exists on disk, made
+-- absolute (`test`: what "exists" means, fs_stat by default), or nil.
+function M.existing(candidates, test)
+  test = test or uv.fs_stat
+  for _, candidate in ipairs(candidates) do
+    local path = M.absolute(candidate)
+    if test(path) then return path end
+  end
+  return nil
+end
+
 -- An "active editor": a normal file buffer in a normal window, not one of our diff proposals.
 function M.is_editor(win)
   win = (win == nil or win == 0) and api.nvim_get_current_win() or win
@@ -52,14 +63,19 @@ local function normal(name)
     or name:find('/%.%.?/') or name:find('/%.%.?$') or (#name > 1 and name:sub(-1) == '/'))
 end
 
+-- `name` as the buffer indexes below know it (normalized, $VARS left alone).
+local function key(name)
+  return normal(name) and name or vim.fs.normalize(name, { expand_env = false })
+end
+
 -- The buffer whose file is the first of `candidates` (paths) that matches one, or nil.
 function M.find_buffer(candidates)
   local by_name, by_real = {}, {}
   for _, buf in ipairs(api.nvim_list_bufs()) do
     local name = api.nvim_buf_get_name(buf)
     if name ~= '' then
-      local key = normal(name) and name or vim.fs.normalize(name, { expand_env = false })
-      by_name[key] = by_name[key] or buf
+      local k = key(name)
+      by_name[k] = by_name[k] or buf
     end
   end
   for _, path in ipairs(candidates) do
@@ -231,10 +247,10 @@ function M.reader()
         buffers = {}
         for _, b in ipairs(api.nvim_list_bufs()) do
           local name = api.nvim_buf_get_name(b)
-          if name ~= '' and api.nvim_buf_is_loaded(b) then buffers[vim.fs.normalize(name)] = b end
+          if name ~= '' and api.nvim_buf_is_loaded(b) then buffers[key(name)] = b end
         end
       end
-      buf = buffers[vim.fs.normalize(path)]
+      buf = buffers[key(path)]
     end
     if buf and api.nvim_buf_is_loaded(buf) then
       return api.nvim_buf_get_lines(buf, row, row + 1, false)[1]

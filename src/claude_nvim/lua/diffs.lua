@@ -59,29 +59,22 @@ local function current_id()
   return nil
 end
 
-function M.accept_current()
+-- The user's verdict on the diff shown here (:ClaudeNvimDiffAccept, :ClaudeNvimDiffDeny).
+local function verdict(status)
   local id = current_id()
-  if id == nil then return vim.notify('claude-nvim: no pending diff here', vim.log.levels.WARN) end
-  resolve(id, 'accepted')
+  if id == nil then return core.tell('no pending diff here', 'WARN') end
+  resolve(id, status)
 end
 
-function M.deny_current()
-  local id = current_id()
-  if id == nil then return vim.notify('claude-nvim: no pending diff here', vim.log.levels.WARN) end
-  resolve(id, 'rejected')
-end
+function M.accept_current() verdict('accepted') end
+function M.deny_current() verdict('rejected') end
 
 -- Open diff `id`: a new tab with the target file (an empty scratch buffer for a new file)
 -- beside an editable proposal buffer that no :w can write to disk.
 function M.open(id, candidates, lines, tab_name, by)
   -- The first candidate that exists on disk (it is an edit), else the first (a new file).
-  local path, exists = core.absolute(candidates[1]), false
-  for _, candidate in ipairs(candidates) do
-    if (vim.uv or vim.loop).fs_stat(core.absolute(candidate)) then
-      path, exists = core.absolute(candidate), true
-      break
-    end
-  end
+  local found = core.existing(candidates)
+  local path, exists = found or core.absolute(candidates[1]), found ~= nil
   local target = core.find_buffer({ path })
   if target and vim.bo[target].modified then
     -- claude's screen says "Opened changes in Neovim" whatever the answer: say it here.

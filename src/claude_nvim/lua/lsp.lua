@@ -156,12 +156,7 @@ end
 function L.open(candidates)
   local buf = core.find_buffer(candidates)
   if buf and api.nvim_buf_is_loaded(buf) then return buf, false end
-  local path = buf and api.nvim_buf_get_name(buf)
-  if buf == nil then
-    for _, candidate in ipairs(candidates) do
-      if uv.fs_stat(core.absolute(candidate)) then path = core.absolute(candidate); break end
-    end
-  end
+  local path = buf and api.nvim_buf_get_name(buf) or core.existing(candidates)
   if path == nil then return nil, 'No such file: ' .. core.absolute(candidates[1]) end
   local refusal  -- a new buffer is loaded only to ask a server: no swap file for others
   buf, refusal = core.load(path, buf, true)

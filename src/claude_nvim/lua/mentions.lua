@@ -6,7 +6,7 @@ local core = require('claude_nvim.core')
 local M = {}
 local EVENT  -- set by M.setup, from mentions.py
 
-local function warn(msg) vim.notify('claude-nvim: ' .. msg, vim.log.levels.WARN) end
+local function warn(msg) core.tell(msg, 'WARN') end
 
 -- Terminal buffers the user was in, most recent first: the server sends a mention to the
 -- Claude running in the first of them that has one (several Claudes may share this Neovim).

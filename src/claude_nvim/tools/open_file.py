@@ -93,10 +93,7 @@ local function select_range(win, s, e, linewise)
 end
 
 function M.open(candidates, o)
-  local path = nil
-  for _, candidate in ipairs(candidates) do
-    if readable(core.absolute(candidate)) then path = core.absolute(candidate); break end
-  end
+  local path = core.existing(candidates, readable)
   if path == nil then
     local message = 'File not found: ' .. candidates[1]
     if not o.makeFrontmost then return { json = { success = false, message = message } } end
