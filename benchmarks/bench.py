@@ -43,9 +43,9 @@ from typing import Any
 
 import trio
 
-from claude_nvim.editor import Editor
-from claude_nvim.headless import find_nvim, headless_nvim
-from claude_nvim.nvim_client import editor_for
+from claude_nvim._nvim import editor_for
+from claude_nvim._nvim.editor import Editor
+from claude_nvim._nvim.headless import find_nvim, headless_nvim
 from claude_nvim.testing import inotify_watches
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -57,7 +57,7 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 MIB = 2**20
 THROTTLE_MS = 50  # claude_nvim.selection.WINDOW_MS; read from the module when it is there
 with contextlib.suppress(ImportError):
-    from claude_nvim.selection import WINDOW_MS as THROTTLE_MS
+    from claude_nvim._selection import WINDOW_MS as THROTTLE_MS
 
 NVIM_ARGS = ("--clean", "--cmd", "let g:loaded_python3_provider = 0")
 CONCURRENCY = (1, 8, 64)

@@ -13,8 +13,8 @@ import timeit
 from collections.abc import Callable
 from typing import Any
 
-from claude_nvim import jsontext
-from claude_nvim.mcp import read_message
+from claude_nvim._mcp import read_message
+from claude_nvim._wire import jsontext
 
 
 def call(request_id: Any, name: str, arguments: dict[str, Any]) -> str:

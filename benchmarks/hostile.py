@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench import ProcWatch, server_command, wait_for_lock
 from wsclient import CONTINUATION, PING, TEXT, WebSocket, connect, frame
 
-from claude_nvim.headless import headless_nvim
+from claude_nvim._nvim.headless import headless_nvim
 
 AUTH = "x-claude-code-ide-authorization"
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import trio
 
-from claude_nvim.headless import headless_nvim
+from claude_nvim._nvim.headless import headless_nvim
 from claude_nvim.testing import attached_editor, mcp_client, running_app
 
 MIB = 2**20

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import trio
 
-from claude_nvim.headless import headless_nvim
-from claude_nvim.nvim_client import editor_for
-from claude_nvim.plugins import load_tools
-from claude_nvim.server import App
+from claude_nvim._app import App
+from claude_nvim._nvim import editor_for
+from claude_nvim._nvim.headless import headless_nvim
+from claude_nvim._plugins import load_tools
 from claude_nvim.testing import mcp_client
 
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "corpus"

@@ -16,7 +16,7 @@ import trio
 import claude_nvim
 from claude_nvim.testing import inotify_watches, running_app
 
-BUFSYNC_LUA = Path(claude_nvim.__file__).parent / "lua" / "bufsync.lua"
+BUFSYNC_LUA = Path(claude_nvim.__file__).parent / "_bufsync" / "bufsync.lua"
 
 
 async def watches(nvim) -> int:

@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from claude_nvim.claudes import Claude, Claudes, Terminal, parent_pid
+from claude_nvim._mentions.claudes import Claude, Claudes, Terminal, parent_pid
 
 # A made-up process tree: 100 (nvim) -> 200 (terminal job: claude-nvim claude) -> 201 (claude);
 # 100 -> 300 (terminal job: a shell) -> 301 (claude); 400 runs outside Neovim.

@@ -129,7 +129,7 @@ def test_serve_refuses_a_lock_directory_it_cannot_trust(nvim_address, tmp_path, 
 
 
 async def test_serve_exits_when_neovim_quits(tmp_path):
-    from claude_nvim.headless import headless_nvim
+    from claude_nvim._nvim.headless import headless_nvim
     with headless_nvim(cwd=tmp_path) as (address, nvim_process):
         process = await trio.lowlevel.open_process(
             [*SERVE, "--nvim", address], env=environment(tmp_path), stderr=subprocess.PIPE)
@@ -272,7 +272,7 @@ def test_an_unusable_config_dir_is_one_line_of_error(nvim_address, tmp_path, con
 
 
 def test_neovim_quitting_during_start_up_is_one_line_of_error(tmp_path):
-    from claude_nvim.headless import headless_nvim
+    from claude_nvim._nvim.headless import headless_nvim
     # It quits when serve, half started, names itself (nvim_set_client_info).
     quits = ("--clean", "--cmd", "autocmd ChanInfo * qa!")
     with headless_nvim(cwd=tmp_path, args=quits) as (address, _nvim):

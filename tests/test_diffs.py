@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import trio
 
-from claude_nvim.diffs import DiffRegistry
-from claude_nvim.server import AlreadyServed
+from claude_nvim._app import AlreadyServed
+from claude_nvim._diffs import DiffRegistry
 from claude_nvim.testing import McpClient, mcp_client, running_app
 
 TAB = "✻ [Claude Code] a.py (f8942c) ⧉"

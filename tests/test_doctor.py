@@ -12,7 +12,7 @@ import pytest
 import trio
 
 from claude_nvim import __version__
-from claude_nvim.headless import find_nvim
+from claude_nvim._nvim.headless import find_nvim
 
 CLAUDE_NVIM = [sys.executable, "-m", "claude_nvim"]
 

@@ -8,7 +8,7 @@ from urllib.parse import quote
 import pytest
 import trio
 
-from claude_nvim import lua_util
+from claude_nvim._nvim import lua as lua_util
 
 
 @pytest.fixture

@@ -11,11 +11,11 @@ from functools import partial
 import pytest
 import trio
 
-from claude_nvim.errors import EditorError, EditorGone, EditorTimeout
-from claude_nvim.headless import _accepts
-from claude_nvim.nvim_socket import SocketEditor
-from claude_nvim.pynvim_editor import PynvimEditor
-from claude_nvim.rpc_scheduler import EditorBase
+from claude_nvim._errors import EditorError, EditorGone, EditorTimeout
+from claude_nvim._nvim.headless import _accepts
+from claude_nvim._nvim.pipe import PynvimEditor
+from claude_nvim._nvim.scheduler import EditorBase
+from claude_nvim._nvim.socket import SocketEditor
 
 CLIENTS = {"socket": SocketEditor, "pynvim": PynvimEditor}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from claude_nvim.handshake import Handshake, Refusal, Upgrade, accept_response
+from claude_nvim._wire.handshake import Handshake, Refusal, Upgrade, accept_response
 from test_websocket import KEY, upgrade
 
 

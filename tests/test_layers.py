@@ -12,20 +12,21 @@ import claude_nvim
 PACKAGE = Path(claude_nvim.__file__).parent
 
 LAYERS: list[tuple[str, set[str]]] = [
-    ("foundations", {"errors", "jsontext", "paths", "schema", "socket_io", "big_reads",
-                     "protocol", "lockfile", "headless", "lua_util", "mentions", "diffs",
-                     "outboxes", "claudes"}),
-    ("the Editor interface", {"editor"}),
-    ("request scheduling", {"rpc_scheduler"}),
-    ("Neovim clients", {"nvim_socket", "pynvim_editor"}),
-    ("choosing a client", {"nvim_client"}),
-    ("the tool API", {"tool", "hookspecs", "feature"}),
-    ("tools and what they share", {"tools", "tools.*", "replies", "lsp", "selection",
-                                   "plugins"}),
-    ("the wire", {"mcp", "handshake", "websocket", "workers"}),
-    ("the features the server runs", {"features"}),
-    ("the server", {"server"}),
-    ("entry points", {"commands", "commands.*", "testing", "cli", "__main__"}),
+    ("foundations", {"_errors", "_wire.jsontext", "_paths", "_schema", "_socket_io", "_big_reads",
+                     "_wire.constants", "_lockfile", "_nvim.headless", "_nvim.lua", "_mentions",
+                     "_diffs", "_mentions.outboxes", "_mentions.claudes", "_core", "_bufsync",
+                     "_lsp", "_wire"}),
+    ("the Editor interface", {"_nvim.editor"}),
+    ("request scheduling", {"_nvim.scheduler"}),
+    ("Neovim clients", {"_nvim.socket", "_nvim.pipe"}),
+    ("choosing a client", {"_nvim"}),
+    ("the tool API", {"_tool", "hookspecs", "_feature"}),
+    ("tools and what they share", {"tools", "tools.*", "_lsp.replies", "_selection",
+                                   "_plugins"}),
+    ("the wire", {"_mcp", "_wire.handshake", "_wire.websocket", "_wire.workers"}),
+    ("the features the server runs", {"_features"}),
+    ("the server", {"_app"}),
+    ("entry points", {"_commands", "_commands.*", "testing", "_cli", "__main__"}),
 ]
 """Bottom first. ``claude_nvim/__init__.py`` (the public API) is above them all; importing
 it (``from . import __version__``) is allowed everywhere, as Python loads it first anyway."""
@@ -116,14 +117,14 @@ def test_there_is_no_import_circle():
         visit(name, [])
 
 
-def test_only_pynvim_editor_imports_pynvim():
+def test_only_the_pipe_client_imports_pynvim():
     modules = module_names()
     importers = {name for name, path in modules.items()
                  if "pynvim" in imports_of(name, path, modules)["outside"]}
-    assert importers == {"pynvim_editor"}
+    assert importers == {"_nvim.pipe"}
 
 
 def test_the_checks_see_imports_in_functions_and_type_checking_blocks():
     modules = module_names()
-    assert "pynvim_editor" in imports_of("nvim_client", modules["nvim_client"], modules)["own"]
-    assert "editor" in imports_of("tool", modules["tool"], modules)["own"]
+    assert "_nvim.pipe" in imports_of("_nvim", modules["_nvim"], modules)["own"]
+    assert "_nvim.editor" in imports_of("_tool", modules["_tool"], modules)["own"]

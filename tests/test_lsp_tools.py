@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import trio
 
-from claude_nvim import lsp
-from claude_nvim.headless import headless_nvim
+from claude_nvim._nvim.headless import headless_nvim
 from claude_nvim.testing import McpClient, model_client_of
+from claude_nvim.tools import _lsp as lsp
 from claude_nvim.tools import lsp_document_symbols, lsp_hover, lsp_references
 
 PYLSP = Path(sys.executable).parent / "pylsp"

@@ -8,13 +8,14 @@ import logging
 import pytest
 import trio
 
-from claude_nvim import Tool, ToolError, jsontext, text_result
-from claude_nvim.big_reads import BigReads
-from claude_nvim.diffs import DiffRegistry
-from claude_nvim.errors import EditorError, EditorGone, EditorTimeout
-from claude_nvim.mcp import McpSession
-from claude_nvim.schema import SchemaError
-from claude_nvim.tool import ConnectionInfo, ToolContext
+from claude_nvim import Tool, ToolError, text_result
+from claude_nvim._big_reads import BigReads
+from claude_nvim._diffs import DiffRegistry
+from claude_nvim._errors import EditorError, EditorGone, EditorTimeout
+from claude_nvim._mcp import McpSession
+from claude_nvim._schema import SchemaError
+from claude_nvim._tool import ConnectionInfo, ToolContext
+from claude_nvim._wire import jsontext
 
 
 async def echo(ctx, args):

@@ -200,7 +200,7 @@ async def test_claude_command_passes_the_model_endpoint(nvim_address, tmp_path):
 
 
 def test_the_mcp_config_file_is_new_and_private(tmp_path):
-    from claude_nvim.commands.claude import _model_endpoint_file
+    from claude_nvim._commands.claude import _model_endpoint_file
     ide = tmp_path / "ide"
     ide.mkdir(mode=0o700)
     victim = tmp_path / "victim"
@@ -223,8 +223,8 @@ def test_the_mcp_config_file_is_new_and_private(tmp_path):
 
 def test_the_relay_does_not_import_the_server():
     # All `claude-nvim mcp` imports: claude starts it for each session.
-    done = subprocess.run([sys.executable, "-c", "import sys, claude_nvim.cli, "
-                           "claude_nvim.commands.mcp;"
-                           "print('claude_nvim.server' in sys.modules)"],
+    done = subprocess.run([sys.executable, "-c", "import sys, claude_nvim._cli, "
+                           "claude_nvim._commands.relay;"
+                           "print('claude_nvim._app' in sys.modules)"],
                           capture_output=True, text=True, timeout=30, check=True)
     assert done.stdout.strip() == "False"

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from claude_nvim.errors import EditorError
-from claude_nvim.headless import find_nvim, headless_nvim
+from claude_nvim._errors import EditorError
+from claude_nvim._nvim.headless import find_nvim, headless_nvim
 from claude_nvim.testing import attached_editor, mcp_client, running_app
 from test_diffs import PendingDiff, diff_args, eventually
 

@@ -16,7 +16,7 @@ import pytest
 
 import claude_nvim.tools
 from claude_nvim import Exposure, Tool, ToolError, hookimpl, text_result
-from claude_nvim.plugins import ToolRegistryError, load_tools
+from claude_nvim._plugins import ToolRegistryError, load_tools
 from claude_nvim.testing import mcp_client, running_app
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,7 +33,8 @@ def builtin_entry_points() -> dict[str, str]:
 
 def test_entry_points_are_exactly_the_tool_modules():
     modules = {f"claude_nvim.tools.{m.name}"
-               for m in pkgutil.iter_modules(claude_nvim.tools.__path__)}
+               for m in pkgutil.iter_modules(claude_nvim.tools.__path__)
+               if not m.name.startswith("_")}
     values = list(builtin_entry_points().values())
     assert len(values) == len(set(values)), "one entry point per module"
     assert set(values) == modules, (

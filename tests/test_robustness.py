@@ -11,13 +11,13 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from claude_nvim.big_reads import BigReads
-from claude_nvim.errors import EditorGone
-from claude_nvim.nvim_client import editor_for
-from claude_nvim.plugins import load_tools
-from claude_nvim.server import App
+from claude_nvim._app import App
+from claude_nvim._big_reads import BigReads
+from claude_nvim._errors import EditorGone
+from claude_nvim._nvim import editor_for
+from claude_nvim._plugins import load_tools
+from claude_nvim._tool import ConnectionInfo
 from claude_nvim.testing import mcp_client
-from claude_nvim.tool import ConnectionInfo
 from test_mcp import TOOLS, session
 from test_server import masked_frame, raw_upgrade
 
@@ -157,7 +157,7 @@ async def test_a_busy_neovim_times_out_clearly_and_recovers(nvim_address, nvim, 
 
 
 async def test_neovim_killed_with_work_in_flight(tmp_path):
-    from claude_nvim.headless import headless_nvim
+    from claude_nvim._nvim.headless import headless_nvim
     lock_dir = tmp_path / "ide"
     target = tmp_path / "a.txt"
     target.write_text("a\n")

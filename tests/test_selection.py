@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 import trio
 
-from claude_nvim.selection import TEXT_CAP, WINDOW_MS
-from claude_nvim.server import FIRST_PUSH_DELAY
+from claude_nvim._app import FIRST_PUSH_DELAY
+from claude_nvim._selection import TEXT_CAP, WINDOW_MS
 from claude_nvim.testing import McpClient, mcp_client, running_app
 
 GROUP = "claude_nvim_selection"

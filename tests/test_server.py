@@ -13,13 +13,16 @@ import pytest
 import trio
 from trio_websocket import ConnectionClosed, ConnectionRejected, open_websocket
 
-from claude_nvim import Tool, lockfile, lua_util, protocol, text_result
-from claude_nvim.errors import EditorGone
-from claude_nvim.nvim_client import editor_for
-from claude_nvim.plugins import load_tools
-from claude_nvim.server import AlreadyServed, App
+from claude_nvim import Tool, text_result
+from claude_nvim import _lockfile as lockfile
+from claude_nvim._app import AlreadyServed, App
+from claude_nvim._errors import EditorGone
+from claude_nvim._nvim import editor_for
+from claude_nvim._nvim import lua as lua_util
+from claude_nvim._plugins import load_tools
+from claude_nvim._tool import BOTH
+from claude_nvim._wire import constants as protocol
 from claude_nvim.testing import mcp_client, running_app
-from claude_nvim.tool import BOTH
 
 
 def flatten(group: BaseException) -> list[BaseException]:
@@ -406,12 +409,13 @@ async def test_a_lua_error_names_the_lua_file_and_line(app, nvim, caplog):
         while len(logged := [r.getMessage() for r in caplog.records
                              if "attempt to index" in r.getMessage()]) < 2:
             await trio.sleep(0.01)
-    source = (Path(lua_util.__file__).parent / "lua" / "selection.lua").read_text().splitlines()
+    selection_lua = Path(lua_util.__file__).parents[1] / "_selection" / "selection.lua"
+    source = selection_lua.read_text().splitlines()
     for message in logged:
-        line = int(re.search(r"claude_nvim/lua/selection\.lua:(\d+): attempt to index",
+        line = int(re.search(r"claude_nvim/_selection/selection\.lua:(\d+): attempt to index",
                              message)[1])
         assert source[line - 1].strip() == "local buf = more.buf"
-    assert re.search(r"claude_nvim/lua/selection\.lua:\d+: in function", logged[1])
+    assert re.search(r"claude_nvim/_selection/selection\.lua:\d+: in function", logged[1])
 
 
 async def test_lua_log_calls_of_any_level_reach_the_server_log(app, nvim, caplog):
@@ -529,7 +533,7 @@ async def test_a_client_that_never_finishes_the_handshake_is_dropped(nvim_addres
 async def test_a_connection_has_a_bounded_number_of_calls_in_the_works(nvim_address, tmp_path):
     """A client that pipelines thousands of calls gets backpressure: the server reads no more
     while MAX_IN_FLIGHT are being answered, and answers every one in the end."""
-    from claude_nvim.workers import MAX_IN_FLIGHT
+    from claude_nvim._wire.workers import MAX_IN_FLIGHT
     release = trio.Event()
     started = []
 
@@ -564,7 +568,7 @@ async def test_a_connection_has_a_bounded_number_of_calls_in_the_works(nvim_addr
 
 async def test_a_client_gone_while_its_reading_waits_has_its_calls_cancelled(
         nvim_address, tmp_path):
-    from claude_nvim.workers import MAX_IN_FLIGHT
+    from claude_nvim._wire.workers import MAX_IN_FLIGHT
     cancelled = []
 
     async def wait(ctx, args):

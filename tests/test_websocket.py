@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from claude_nvim.websocket import (
+from claude_nvim._wire.websocket import (
     BINARY,
     CLOSE,
     CONTINUATION,
@@ -344,7 +344,7 @@ async def test_pings_not_read_get_one_pong_not_one_each(nursery):
 
 SERVER = """
 import logging, sys, trio
-from claude_nvim.websocket import serve
+from claude_nvim._wire.websocket import serve
 logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
 async def handler(request):

@@ -5,10 +5,9 @@ with :data:`hookimpl` and registers :class:`Tool` records. Everything a plugin n
 exported here; ``claude_nvim.testing`` is the pytest plugin for its tests.
 """
 
-from .hookspecs import hookimpl
-from .paths import candidate_paths, file_url
-from .schema import SchemaError
-from .tool import (
+from ._paths import candidate_paths, file_url
+from ._schema import SchemaError
+from ._tool import (
     ConnectionInfo,
     Exposure,
     Register,
@@ -20,6 +19,7 @@ from .tool import (
     json_result,
     text_result,
 )
+from .hookspecs import hookimpl
 
 # The only place the version is written: pyproject.toml reads it (dynamic), the server reports it.
 __version__ = "0.1.0"

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
-    from .tool import Tool
+    from ._tool import Tool
 
 PROJECT = "claude_nvim"
 """The pluggy project name, and the entry-point group plugins are found in."""

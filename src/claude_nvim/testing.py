@@ -33,14 +33,14 @@ import pytest
 import trio
 from trio_websocket import WebSocketConnection, open_websocket
 
-from . import jsontext
-from .editor import Editor
-from .headless import headless_nvim
-from .nvim_client import editor_for
-from .plugins import load_tools
-from .protocol import MODEL_PATH
-from .server import App
-from .tool import JSON, Tool
+from ._app import App
+from ._nvim import editor_for
+from ._nvim.editor import Editor
+from ._nvim.headless import headless_nvim
+from ._plugins import load_tools
+from ._tool import JSON, Tool
+from ._wire import jsontext
+from ._wire.constants import MODEL_PATH
 
 REQUEST_TIMEOUT = 30.0
 """Seconds an :class:`McpClient` request waits for its answer by default."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..tool import ToolResult, json_result
+from .._tool import ToolResult, json_result
 
 FILE_PATH_INPUT = {
     "type": "object",

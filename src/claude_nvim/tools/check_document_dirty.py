@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from .._paths import candidate_paths
+from .._tool import IDE, JSON, Register, Tool, ToolContext, ToolResult, json_result
 from ..hookspecs import hookimpl
-from ..paths import candidate_paths
-from ..tool import IDE, JSON, Register, Tool, ToolContext, ToolResult, json_result
 from . import FILE_PATH_INPUT, not_open
 
 LUA = r"""

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ..diffs import MODULE as DIFFS
+from .._diffs import MODULE as DIFFS
+from .._tool import IDE, JSON, Register, Tool, ToolContext, ToolResult, text_result
 from ..hookspecs import hookimpl
-from ..tool import IDE, JSON, Register, Tool, ToolContext, ToolResult, text_result
 
 
 async def close_all_diff_tabs(ctx: ToolContext, args: JSON) -> ToolResult:

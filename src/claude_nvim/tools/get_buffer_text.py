@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
+from .._paths import candidate_paths
+from .._tool import JSON, MODEL, Register, Tool, ToolContext, ToolError, ToolResult, json_result
 from ..hookspecs import hookimpl
-from ..lsp import MAX_INDEX, ordered
-from ..paths import candidate_paths
-from ..tool import JSON, MODEL, Register, Tool, ToolContext, ToolError, ToolResult, json_result
+from ._lsp import MAX_INDEX, ordered
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from .._paths import candidate_paths
+from .._tool import BOTH, JSON, Register, Tool, ToolContext, ToolResult, text_result
 from ..hookspecs import hookimpl
-from ..paths import candidate_paths
-from ..tool import BOTH, JSON, Register, Tool, ToolContext, ToolResult, text_result
 
 SLICE_MS = 10
 """How long one call may hold Neovim while collecting every file's diagnostics."""

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from .._selection import read_full
+from .._tool import BOTH, JSON, Register, Tool, ToolContext, ToolResult, json_result
 from ..hookspecs import hookimpl
-from ..selection import read_full
-from ..tool import BOTH, JSON, Register, Tool, ToolContext, ToolResult, json_result
 
 # The Neovim half is the selection module's `latest`: selection tracking records it when
 # Visual mode ends, and the full text is re-read while the buffer is unchanged.

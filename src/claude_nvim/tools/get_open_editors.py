@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from .._tool import BOTH, JSON, Register, Tool, ToolContext, ToolResult, json_result
 from ..hookspecs import hookimpl
-from ..tool import BOTH, JSON, Register, Tool, ToolContext, ToolResult, json_result
 
 LUA = r"""
 local api = vim.api

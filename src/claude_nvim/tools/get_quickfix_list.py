@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
+from .._tool import JSON, MODEL, Register, Tool, ToolContext, ToolError, ToolResult, json_result
 from ..hookspecs import hookimpl
-from ..lsp import ordered
-from ..tool import JSON, MODEL, Register, Tool, ToolContext, ToolError, ToolResult, json_result
+from ._lsp import ordered
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 
+from .._nvim.lua import CORE
+from .._paths import file_url
+from .._tool import BOTH, JSON, Register, Tool, ToolContext, ToolResult, json_result
 from ..hookspecs import hookimpl
-from ..lua_util import CORE
-from ..paths import file_url
-from ..tool import BOTH, JSON, Register, Tool, ToolContext, ToolResult, json_result
 
 # The Neovim half is the core module's `workspace_folders`, the same list the lock file holds.
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from functools import partial
 
-from .. import lsp
+from .._tool import JSON, MODEL, Register, Tool, ToolContext, ToolResult
 from ..hookspecs import hookimpl
-from ..tool import JSON, MODEL, Register, Tool, ToolContext, ToolResult
+from . import _lsp as lsp
 
 LUA = lsp.lua_module(r"""
 local METHOD = 'workspace/symbol'

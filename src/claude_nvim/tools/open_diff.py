@@ -6,11 +6,11 @@ import contextlib
 
 import trio
 
-from ..diffs import MODULE as DIFFS
-from ..diffs import split_lines
+from .._diffs import MODULE as DIFFS
+from .._diffs import split_lines
+from .._paths import candidate_paths
+from .._tool import IDE, JSON, Register, Tool, ToolContext, ToolError, ToolResult, text_result
 from ..hookspecs import hookimpl
-from ..paths import candidate_paths
-from ..tool import IDE, JSON, Register, Tool, ToolContext, ToolError, ToolResult, text_result
 
 # The Neovim half is the shared diff module (claude_nvim.diffs): close_tab, closeAllDiffTabs
 # and the :ClaudeNvimDiffAccept / :ClaudeNvimDiffDeny commands use it too.

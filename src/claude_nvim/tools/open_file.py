@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..hookspecs import hookimpl
-from ..paths import candidate_paths
-from ..tool import (
+from .._paths import candidate_paths
+from .._tool import (
     IDE,
     JSON,
     Register,
@@ -17,6 +16,7 @@ from ..tool import (
     json_result,
     text_result,
 )
+from ..hookspecs import hookimpl
 
 LUA = r"""
 local api = vim.api

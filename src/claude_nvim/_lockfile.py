@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .protocol import CHALLENGE_HEADER, PROOF_HEADER, proof
+from ._wire.constants import CHALLENGE_HEADER, PROOF_HEADER, proof
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ import argparse
 import os
 from collections.abc import Iterable
 
-from ..plugins import ToolRegistryError, load_tools, plugin_distributions
+from .._plugins import ToolRegistryError, load_tools, plugin_distributions
 from . import fail, log
 
 

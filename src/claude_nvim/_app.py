@@ -20,17 +20,23 @@ from pathlib import Path
 import trio
 
 from . import __version__ as VERSION
-from . import diffs, features, jsontext, lockfile, lua_util, mentions, protocol, websocket
-from .big_reads import BigReads
-from .claudes import Claude, Terminal
-from .editor import Editor, parse_address
-from .feature import Feature
-from .mcp import McpSession
-from .outboxes import Outboxes
-from .protocol import AUTH_HEADER, MAX_MESSAGE_BYTES, MODEL_PATH
-from .tool import JSON, ConnectionInfo, Exposure, Tool, ToolContext
-from .websocket import Connection, ConnectionClosed, Request
-from .workers import Workers
+from . import _diffs as diffs
+from . import _features as features
+from . import _lockfile as lockfile
+from . import _mentions as mentions
+from ._big_reads import BigReads
+from ._feature import Feature
+from ._mcp import McpSession
+from ._mentions.claudes import Claude, Terminal
+from ._mentions.outboxes import Outboxes
+from ._nvim import lua as lua_util
+from ._nvim.editor import Editor, parse_address
+from ._tool import JSON, ConnectionInfo, Exposure, Tool, ToolContext
+from ._wire import constants as protocol
+from ._wire import jsontext, websocket
+from ._wire.constants import AUTH_HEADER, MAX_MESSAGE_BYTES, MODEL_PATH
+from ._wire.websocket import Connection, ConnectionClosed, Request
+from ._wire.workers import Workers
 
 log = logging.getLogger(__name__)
 

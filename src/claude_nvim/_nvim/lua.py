@@ -35,8 +35,8 @@ class LuaModule:
 
 @functools.cache
 def shared_module(name: str) -> LuaModule:
-    """``claude_nvim/lua/<name>.lua``, read once, as the module ``claude_nvim.<name>``."""
-    file = resources.files(__package__).joinpath("lua", f"{name}.lua")
+    """``claude_nvim/_<name>/<name>.lua``, read once, as the module ``claude_nvim.<name>``."""
+    file = resources.files("claude_nvim").joinpath(f"_{name}", f"{name}.lua")
     return LuaModule(f"claude_nvim.{name}", file.read_text(encoding="utf-8"), f"@{file}")
 
 

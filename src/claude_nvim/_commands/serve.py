@@ -10,11 +10,11 @@ from collections.abc import Callable
 
 import trio
 
-from ..headless import find_nvim, headless_nvim
-from ..nvim_client import editor_for
-from ..server import App
+from .._app import App
+from .._nvim import editor_for
+from .._nvim.headless import find_nvim, headless_nvim
 from . import fail, log
-from .serving import NO_NVIM, run_server, tools_to_serve
+from ._running import NO_NVIM, run_server, tools_to_serve
 
 
 def run(args: argparse.Namespace) -> int:

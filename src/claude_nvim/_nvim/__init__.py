@@ -5,14 +5,14 @@ from __future__ import annotations
 import sys
 
 from .editor import DEFAULT_TIMEOUT, Editor, parse_address
-from .nvim_socket import SocketEditor
-from .rpc_scheduler import MAX_IN_FLIGHT
+from .scheduler import MAX_IN_FLIGHT
+from .socket import SocketEditor
 
 
 def editor_for(address: str, *, timeout: float = DEFAULT_TIMEOUT,
                max_in_flight: int = MAX_IN_FLIGHT) -> Editor:
     """The editor client for a Neovim RPC address (socket path, named pipe or host:port)."""
     if sys.platform == "win32" and parse_address(address)[0] == "socket":
-        from .pynvim_editor import PynvimEditor  # named pipes: trio has no client for them
+        from .pipe import PynvimEditor  # named pipes: trio has no client for them
         return PynvimEditor(address, timeout=timeout, max_in_flight=max_in_flight)
     return SocketEditor(address, timeout=timeout, max_in_flight=max_in_flight)

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from . import __version__
-from .commands import fail
+from ._commands import fail
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -35,7 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        command = importlib.import_module(f"{__package__}.commands.{args.command}")
+        command = importlib.import_module(f"{__package__}._commands.{args.command}")
         result: int = command.run(args)
     except KeyboardInterrupt:  # Ctrl-C outside a server (which says why it stopped itself)
         return 130
@@ -87,7 +87,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Relay MCP over stdio to the model endpoint of the claude-nvim server for "
                     "this directory (or $CLAUDE_CODE_SSE_PORT). Register it once with: "
                     "claude mcp add nvim -- claude-nvim mcp")
-    mcp.set_defaults(command="mcp")
+    mcp.set_defaults(command="relay")
 
     doctor = sub.add_parser(
         "doctor", parents=[logging_options],

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import trio
 
-from .. import lockfile
-from ..errors import EditorGone, leaf_errors
-from ..plugins import LoadedTools, ToolRegistryError, load_tools
-from ..server import AlreadyServed, App
+from .. import _lockfile as lockfile
+from .._app import AlreadyServed, App
+from .._errors import EditorGone, leaf_errors
+from .._plugins import LoadedTools, ToolRegistryError, load_tools
 from . import fail, log
 from .tools import disabled, warn_unmatched
 

@@ -15,10 +15,10 @@ from typing import Any
 import msgpack
 import trio
 
+from .._errors import EditorError, EditorGone
+from .._socket_io import send_all
 from .editor import DEFAULT_TIMEOUT, error_text, parse_address
-from .errors import EditorError, EditorGone
-from .rpc_scheduler import MAX_IN_FLIGHT, QUEUE_TIMEOUT, EditorBase
-from .socket_io import send_all
+from .scheduler import MAX_IN_FLIGHT, QUEUE_TIMEOUT, EditorBase
 
 log = logging.getLogger(__name__)
 

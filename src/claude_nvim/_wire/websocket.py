@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 
 import trio
 
+from .._socket_io import send_all
 from .handshake import Handshake, Refusal, accept_response, http_error
-from .socket_io import send_all
 
 log = logging.getLogger(__name__)
 

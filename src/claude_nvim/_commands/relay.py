@@ -14,9 +14,9 @@ import sys
 import trio
 from trio_websocket import ConnectionClosed, HandshakeError, WebSocketConnection, open_websocket
 
-from .. import lockfile
-from ..errors import leaf_errors
-from ..protocol import AUTH_HEADER, MAX_MESSAGE_BYTES, MODEL_PATH
+from .. import _lockfile as lockfile
+from .._errors import leaf_errors
+from .._wire.constants import AUTH_HEADER, MAX_MESSAGE_BYTES, MODEL_PATH
 
 
 def run(args: argparse.Namespace) -> int:

@@ -18,11 +18,12 @@ from typing import Any
 
 import trio
 
-from .. import __version__, lockfile
-from ..errors import leaf_errors
-from ..headless import find_nvim
-from ..nvim_client import editor_for
-from ..plugins import ToolRegistryError, load_tools
+from .. import __version__
+from .. import _lockfile as lockfile
+from .._errors import leaf_errors
+from .._nvim import editor_for
+from .._nvim.headless import find_nvim
+from .._plugins import ToolRegistryError, load_tools
 
 MIN_NVIM = (0, 10)
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .lua_util import LuaModule
+from ._nvim.lua import LuaModule
 
 if TYPE_CHECKING:
     import trio
 
-    from .editor import Editor
+    from ._nvim.editor import Editor
 
 JSON = dict[str, Any]
 NotificationHandler = Callable[[list[Any]], None]

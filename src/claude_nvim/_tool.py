@@ -9,16 +9,16 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from . import jsontext
-from .big_reads import BigReads
-from .errors import ToolError as ToolError
-from .schema import Checker, SchemaError, compile_checker
+from ._big_reads import BigReads
+from ._errors import ToolError as ToolError
+from ._schema import Checker, SchemaError, compile_checker
+from ._wire import jsontext
 
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
 
-    from .diffs import DiffRegistry
-    from .editor import Editor
+    from ._diffs import DiffRegistry
+    from ._nvim.editor import Editor
 
 JSON = dict[str, Any]
 

@@ -17,8 +17,8 @@ from typing import Any
 import outcome
 import trio
 
+from .._errors import EditorGone, EditorTimeout
 from .editor import DEFAULT_TIMEOUT, USE_DEFAULT, NotificationCallback
-from .errors import EditorGone, EditorTimeout
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import trio
 
-from .tool import ToolContext, ToolError
+from .._tool import ToolContext, ToolError
 
 EVENT = "claude_nvim_reply"
 CANCEL_TIMEOUT = 1.0

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 import outcome
 import trio
 
-from .protocol import MAX_MESSAGE_BYTES
+from .constants import MAX_MESSAGE_BYTES
 
 MAX_IN_FLIGHT = 64
 """Messages of one connection being answered at once; beyond, its reading waits."""

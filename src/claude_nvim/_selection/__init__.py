@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from .errors import EditorError, ToolError
+from .._errors import EditorError, ToolError
 
 if TYPE_CHECKING:
-    from .editor import Editor
-    from .tool import ToolContext
+    from .._nvim.editor import Editor
+    from .._tool import ToolContext
 
 MODULE = "claude_nvim.selection"
 NOTIFICATION = "claude_nvim_selection"

@@ -18,9 +18,9 @@ import msgpack
 import pynvim
 import trio
 
+from .._errors import EditorError, EditorGone
 from .editor import DEFAULT_TIMEOUT, error_text, parse_address
-from .errors import EditorError, EditorGone
-from .rpc_scheduler import MAX_IN_FLIGHT, QUEUE_TIMEOUT, EditorBase
+from .scheduler import MAX_IN_FLIGHT, QUEUE_TIMEOUT, EditorBase
 
 log = logging.getLogger(__name__)
 

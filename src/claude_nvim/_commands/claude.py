@@ -17,13 +17,13 @@ from pathlib import Path
 
 import trio
 
-from .. import lockfile
-from ..errors import leaf_errors
-from ..nvim_client import editor_for
-from ..protocol import MODEL_PATH
-from ..server import AlreadyServed, App
+from .. import _lockfile as lockfile
+from .._app import AlreadyServed, App
+from .._errors import leaf_errors
+from .._nvim import editor_for
+from .._wire.constants import MODEL_PATH
 from . import log
-from .serving import NO_NVIM, run_server, tools_to_serve
+from ._running import NO_NVIM, run_server, tools_to_serve
 
 
 def run(args: argparse.Namespace) -> int:

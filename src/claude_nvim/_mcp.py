@@ -12,9 +12,10 @@ from typing import Any
 
 import trio
 
-from . import __version__, jsontext
-from .errors import EditorError, EditorGone, EditorTimeout, ToolError
-from .tool import JSON, ConnectionInfo, Tool, ToolContext, error_result
+from . import __version__
+from ._errors import EditorError, EditorGone, EditorTimeout, ToolError
+from ._tool import JSON, ConnectionInfo, Tool, ToolContext, error_result
+from ._wire import jsontext
 
 log = logging.getLogger(__name__)
 

@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .paths import candidate_paths
-from .replies import call_lua_async
-from .tool import JSON, ToolContext, ToolError, ToolResult, json_result
+from .._lsp.replies import call_lua_async
+from .._paths import candidate_paths
+from .._tool import JSON, ToolContext, ToolError, ToolResult, json_result
 
 
 @dataclass(frozen=True)

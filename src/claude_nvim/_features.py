@@ -14,12 +14,14 @@ from typing import Any
 
 import trio
 
-from . import diffs, mentions, selection
-from .editor import Editor
-from .feature import JSON, Feature, NotificationHandler, Send
-from .lua_util import shared_module
-from .mcp import notification
-from .outboxes import Outboxes
+from . import _diffs as diffs
+from . import _mentions as mentions
+from . import _selection as selection
+from ._feature import JSON, Feature, NotificationHandler, Send
+from ._mcp import notification
+from ._mentions.outboxes import Outboxes
+from ._nvim.editor import Editor
+from ._nvim.lua import shared_module
 
 log = logging.getLogger("claude_nvim.server")
 

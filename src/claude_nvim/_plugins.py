@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 import pluggy
 
 from . import hookspecs
-from .tool import Exposure, Tool
+from ._tool import Exposure, Tool
 
 log = logging.getLogger(__name__)
 

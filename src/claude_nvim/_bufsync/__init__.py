@@ -1,0 +1,1 @@
+"""Buffers follow their files: ``bufsync.lua``."""

@@ -1,0 +1,1 @@
+"""The core feature: ``core.lua``, the helpers every other Lua module uses."""
