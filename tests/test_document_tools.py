@@ -8,7 +8,7 @@ from urllib.parse import quote
 import pytest
 import trio
 
-from claude_nvim._nvim import lua as lua_util
+from claude_nvim._core import max_file_bytes
 
 
 @pytest.fixture
@@ -232,16 +232,16 @@ async def test_open_file_refuses_a_file_over_the_size_limit(client, ui, big_file
 
 def test_the_file_size_limit_setting(monkeypatch, caplog):
     monkeypatch.delenv("CLAUDE_NVIM_MAX_FILE_MB", raising=False)
-    assert lua_util.max_file_bytes() == 50 * 2**20
-    assert lua_util.max_file_bytes(0.5) == 2**19
+    assert max_file_bytes() == 50 * 2**20
+    assert max_file_bytes(0.5) == 2**19
     monkeypatch.setenv("CLAUDE_NVIM_MAX_FILE_MB", "200")
-    assert lua_util.max_file_bytes() == 200 * 2**20
+    assert max_file_bytes() == 200 * 2**20
     for bad in ("lots", "0", "-1", "inf", "nan"):
         monkeypatch.setenv("CLAUDE_NVIM_MAX_FILE_MB", bad)
-        assert lua_util.max_file_bytes() == 50 * 2**20
+        assert max_file_bytes() == 50 * 2**20
         assert f"CLAUDE_NVIM_MAX_FILE_MB={bad!r} is not a number of megabytes" in caplog.text
     with pytest.raises(ValueError, match="positive number of MB"):
-        lua_util.max_file_bytes(0)
+        max_file_bytes(0)
 
 
 BAD_MODELINES = {"e518.c": "int x;\n/* vim: set nosuchoption: */\n",

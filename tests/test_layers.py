@@ -1,6 +1,7 @@
-"""The package's layers: each module imports only from its own layer or the ones below, and no
-import circle anywhere. Read from the source with ast, so lazy imports inside functions and
-``TYPE_CHECKING`` imports count too."""
+"""The package's layers are its folders: each imports only from its own layer or the ones below,
+the folders of a layer marked independent not from one another, and there is no import circle
+anywhere. Read from the source with ast, so lazy imports inside functions and ``TYPE_CHECKING``
+imports count too."""
 
 from __future__ import annotations
 
@@ -11,25 +12,19 @@ import claude_nvim
 
 PACKAGE = Path(claude_nvim.__file__).parent
 
-LAYERS: list[tuple[str, set[str]]] = [
-    ("foundations", {"_errors", "_wire.jsontext", "_paths", "_schema", "_socket_io", "_big_reads",
-                     "_wire.constants", "_lockfile", "_nvim.headless", "_nvim.lua", "_mentions",
-                     "_diffs", "_mentions.outboxes", "_mentions.claudes", "_core", "_bufsync",
-                     "_lsp", "_wire"}),
-    ("the Editor interface", {"_nvim.editor"}),
-    ("request scheduling", {"_nvim.scheduler"}),
-    ("Neovim clients", {"_nvim.socket", "_nvim.pipe"}),
-    ("choosing a client", {"_nvim"}),
-    ("the tool API", {"_tool", "hookspecs", "_feature"}),
-    ("tools and what they share", {"tools", "tools.*", "_lsp.replies", "_selection",
-                                   "_plugins"}),
-    ("the wire", {"_mcp", "_wire.handshake", "_wire.websocket", "_wire.workers"}),
-    ("the features the server runs", {"_features"}),
-    ("the server", {"_app"}),
-    ("entry points", {"_commands", "_commands.*", "testing", "_cli", "__main__"}),
+LAYERS: list[tuple[str, set[str], bool]] = [
+    ("foundations", {"_errors", "_paths", "_schema", "_big_reads", "_socket_io"}, False),
+    ("the transports: Neovim's RPC, the CLI's WebSocket", {"_nvim", "_wire"}, True),
+    ("what a feature is", {"_feature"}, False),
+    ("the features", {"_core", "_selection", "_diffs", "_mentions", "_bufsync", "_lsp"}, True),
+    ("the tool API", {"_tool", "hookspecs", "_plugins"}, False),
+    ("the built-in tools", {"tools"}, False),
+    ("the server", {"_mcp", "_lockfile", "_app"}, False),
+    ("entry points", {"_commands", "_cli", "testing", "__main__"}, False),
 ]
-"""Bottom first. ``claude_nvim/__init__.py`` (the public API) is above them all; importing
-it (``from . import __version__``) is allowed everywhere, as Python loads it first anyway."""
+"""Bottom first: (what it is, its top-level modules and folders, whether those may not import
+one another). ``claude_nvim/__init__.py`` (the public API) is above them all; importing it
+(``from . import __version__``) is allowed everywhere, as Python loads it first anyway."""
 
 
 def module_names() -> dict[str, Path]:
@@ -44,12 +39,17 @@ def module_names() -> dict[str, Path]:
     return names
 
 
+def top(name: str) -> str:
+    """The top-level module or folder ``name`` is in (``_nvim.socket``: ``_nvim``)."""
+    return name.split(".")[0]
+
+
 def layer_of(name: str) -> int:
-    for rank, (_, members) in enumerate(LAYERS):
-        if name in members or any(m.endswith(".*") and name.startswith(m[:-1])
-                                  for m in members):
+    for rank, (_, members, _) in enumerate(LAYERS):
+        if top(name) in members:
             return rank
-    raise AssertionError(f"claude_nvim.{name} is in no layer: add it to LAYERS in {__file__}")
+    raise AssertionError(f"claude_nvim.{name} is in no layer: add {top(name)} to LAYERS in "
+                         f"{__file__}")
 
 
 def imports_of(name: str, path: Path, modules: dict[str, Path]) -> dict[str, set[str]]:
@@ -97,6 +97,18 @@ def test_every_module_imports_only_from_its_layer_or_below():
             if layer_of(imported) > layer_of(name):
                 wrong.append(f"{name} ({LAYERS[layer_of(name)][0]}) imports {imported} "
                              f"({LAYERS[layer_of(imported)][0]})")
+    assert wrong == []
+
+
+def test_independent_folders_do_not_import_one_another():
+    modules = module_names()
+    wrong = []
+    for name, path in modules.items():
+        for imported in imports_of(name, path, modules)["own"]:
+            _, _, independent = LAYERS[layer_of(name)]
+            if independent and layer_of(imported) == layer_of(name) \
+                    and top(imported) != top(name):
+                wrong.append(f"{name} imports {imported}")
     assert wrong == []
 
 

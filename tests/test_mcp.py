@@ -12,6 +12,7 @@ from claude_nvim import Tool, ToolError, text_result
 from claude_nvim._big_reads import BigReads
 from claude_nvim._diffs import DiffRegistry
 from claude_nvim._errors import EditorError, EditorGone, EditorTimeout
+from claude_nvim._lsp.replies import Replies
 from claude_nvim._mcp import McpSession
 from claude_nvim._schema import SchemaError
 from claude_nvim._tool import ConnectionInfo, ToolContext
@@ -66,7 +67,7 @@ TOOLS = {
 def session() -> McpSession:
     def context(tool, connection):
         return ToolContext(tool, None, DiffRegistry(), connection, logging.getLogger("t"),
-                           BigReads())
+                           BigReads(), Replies())
 
     return McpSession(ConnectionInfo(1), TOOLS, context)
 

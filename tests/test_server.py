@@ -16,10 +16,11 @@ from trio_websocket import ConnectionClosed, ConnectionRejected, open_websocket
 from claude_nvim import Tool, text_result
 from claude_nvim import _lockfile as lockfile
 from claude_nvim._app import AlreadyServed, App
+from claude_nvim._core import CoreFeature
 from claude_nvim._errors import EditorGone
 from claude_nvim._nvim import editor_for
-from claude_nvim._nvim import lua as lua_util
 from claude_nvim._plugins import load_tools
+from claude_nvim._selection import SelectionFeature
 from claude_nvim._tool import BOTH
 from claude_nvim._wire import constants as protocol
 from claude_nvim.testing import mcp_client, running_app
@@ -357,7 +358,7 @@ async def test_a_dead_channels_leftover_lua_leaves_the_owner_alone(app, nvim):
         "local stale = assert(loadstring(...))()\n"
         "stale.chan = 999\n"
         "return stale.notify('claude_nvim_log', 'info', 'x')",
-        lua_util.shared_module("core").source)
+        CoreFeature.lua.source)
     assert sent is False
     await assert_serving(app, nvim)
 
@@ -409,7 +410,7 @@ async def test_a_lua_error_names_the_lua_file_and_line(app, nvim, caplog):
         while len(logged := [r.getMessage() for r in caplog.records
                              if "attempt to index" in r.getMessage()]) < 2:
             await trio.sleep(0.01)
-    selection_lua = Path(lua_util.__file__).parents[1] / "_selection" / "selection.lua"
+    selection_lua = Path(SelectionFeature.lua.chunkname.removeprefix("@"))
     source = selection_lua.read_text().splitlines()
     for message in logged:
         line = int(re.search(r"claude_nvim/_selection/selection\.lua:(\d+): attempt to index",

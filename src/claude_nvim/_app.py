@@ -1,7 +1,8 @@
 """The App: one trio nursery running the Neovim session beside the WebSocket MCP server.
 
-It claims Neovim, runs the features (:mod:`claude_nvim.features`) and serves the clients; what
-each part of that does lives in its own module (docs/architecture.md).
+It claims Neovim, runs the features (:func:`built_in`, each in its folder: ``_core/``,
+``_selection/``, ...) and serves the clients; what each part of that does lives in its own
+module (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -13,28 +14,39 @@ import logging
 import os
 import re
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
 
 import trio
 
 from . import __version__ as VERSION
-from . import _diffs as diffs
-from . import _features as features
 from . import _lockfile as lockfile
 from . import _mentions as mentions
 from ._big_reads import BigReads
+from ._bufsync import BufsyncFeature
+from ._core import CoreFeature, max_file_bytes
+from ._diffs import DiffRegistry, DiffsFeature
 from ._feature import Feature
+from ._lsp import LspFeature
+from ._lsp.replies import Replies
 from ._mcp import McpSession
+from ._mentions import MentionsFeature
 from ._mentions.claudes import Claude, Terminal
 from ._mentions.outboxes import Outboxes
-from ._nvim import lua as lua_util
+from ._nvim import lua
 from ._nvim.editor import Editor, parse_address
+from ._selection import SelectionFeature
 from ._tool import JSON, ConnectionInfo, Exposure, Tool, ToolContext
-from ._wire import constants as protocol
 from ._wire import jsontext, websocket
-from ._wire.constants import AUTH_HEADER, MAX_MESSAGE_BYTES, MODEL_PATH
+from ._wire.constants import (
+    AUTH_HEADER,
+    CHALLENGE_HEADER,
+    MAX_MESSAGE_BYTES,
+    MODEL_PATH,
+    PROOF_HEADER,
+    proof,
+)
 from ._wire.websocket import Connection, ConnectionClosed, Request
 from ._wire.workers import Workers
 
@@ -48,6 +60,13 @@ CLIENT_VERSION = dict(zip(("major", "minor", "patch"), map(int, re.findall(r"\d+
                           strict=False))
 """The package version as nvim_set_client_info takes it: "0.1.0" is major 0, minor 1, patch 0."""
 
+
+
+def built_in(*, max_file_bytes: int, on_folders: Callable[[list[str]], None],
+             diff_registry: DiffRegistry, outboxes: Outboxes, replies: Replies) -> list[Feature]:
+    """The features the App runs, in order: core first (the others' Lua requires it)."""
+    return [CoreFeature(max_file_bytes, on_folders), LspFeature(replies), SelectionFeature(),
+            DiffsFeature(diff_registry), MentionsFeature(outboxes), BufsyncFeature()]
 
 class AlreadyServed(Exception):
     """This Neovim already has a live claude-nvim server."""
@@ -76,7 +95,7 @@ class App:
         max_file_mb: float | None = None,
     ) -> None:
         self.editor = editor
-        self.max_file_bytes = lua_util.max_file_bytes(max_file_mb)
+        self.max_file_bytes = max_file_bytes(max_file_mb)
         """Tools refuse to make Neovim load larger files (default: $CLAUDE_NVIM_MAX_FILE_MB)."""
         self.handshake_timeout = handshake_timeout
         """Seconds a client has to finish the HTTP upgrade (slow or silent clients are dropped)."""
@@ -92,8 +111,9 @@ class App:
         self.requested_port = port
         self.lock_directory = lock_directory or lockfile.lock_dir()
         self.token = token or secrets.token_hex(16)
-        self.diffs = diffs.DiffRegistry()
+        self.diffs = DiffRegistry()
         self.big_reads = BigReads()
+        self.replies = Replies()
         self.port = 0
         self.lock_path: Path | None = None
         self.environment: dict[str, str] = {}
@@ -101,9 +121,9 @@ class App:
         self._lock_pid = os.getpid()
         self._connection_ids = itertools.count(1)
         self.outboxes = Outboxes(mention_queue_seconds, self._tell)
-        self.features: list[Feature] = features.built_in(
+        self.features: list[Feature] = built_in(
             max_file_bytes=self.max_file_bytes, on_folders=self._on_folders,
-            diff_registry=self.diffs, outboxes=self.outboxes)
+            diff_registry=self.diffs, outboxes=self.outboxes, replies=self.replies)
         """What runs in Neovim and what it sends, in order (see :class:`Feature`)."""
         for feature in self.features:
             for event, handler in feature.notifications().items():
@@ -112,7 +132,7 @@ class App:
     async def run(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         """Serve until cancelled or until Neovim goes away; ``started`` with the port.
 
-        Raises :class:`~claude_nvim.errors.EditorGone` (in an exception group) when Neovim
+        Raises :class:`~claude_nvim._errors.EditorGone` (in an exception group) when Neovim
         quits, and :class:`AlreadyServed` when another server holds this Neovim.
         """
         async with trio.open_nursery() as nursery:
@@ -133,13 +153,13 @@ class App:
 
     async def _serve(self, task_status: trio.TaskStatus[int]) -> None:
         editor = self.editor
-        holder = await editor.exec_lua(lua_util.CLAIM_LUA, editor.channel_id, os.getpid())
+        holder = await editor.exec_lua(lua.CLAIM_LUA, editor.channel_id, os.getpid())
         if holder:
             raise AlreadyServed(holder.get("port"), holder.get("pid"))
         modules = [f.lua for f in self.features if f.lua is not None]
-        modules += [lua_util.LuaModule.from_string(t.lua_module, t.lua)
+        modules += [lua.LuaModule.from_string(t.lua_module, t.lua)
                     for t in self.tools.values() if t.lua]
-        await editor.exec_lua(lua_util.INSTALL_LUA, lua_util.install_arguments(modules))
+        await editor.exec_lua(lua.INSTALL_LUA, lua.install_arguments(modules))
         await editor.request("nvim_set_client_info", "claude-nvim", CLIENT_VERSION,
                              "remote", {}, {"pid": os.getpid()})
         async with trio.open_nursery() as nursery:
@@ -150,7 +170,7 @@ class App:
                 max_message_size=MAX_MESSAGE_BYTES, handshake_timeout=self.handshake_timeout,
                 stall_timeout=self.send_timeout))
             self.port = port
-            info = await editor.call_lua(lua_util.CORE, "publish", self.port)
+            info = await editor.call_lua(lua.CORE, "publish", self.port)
             self.environment = dict(info["env"])
             self._lock_pid = self._choose_lock_pid(info["pid"])
             # In a thread: it connects to ports, and a stop must not wait for that.
@@ -180,14 +200,14 @@ class App:
             lockfile.remove_lock(lock_path)
         # Does nothing unless this server owns Neovim: a refused one leaves the owner's alone.
         with trio.move_on_after(1, shield=True), contextlib.suppress(Exception):
-            await self.editor.call_lua(lua_util.CORE, "unload", self.editor.channel_id,
+            await self.editor.call_lua(lua.CORE, "unload", self.editor.channel_id,
                                        timeout=1)
         for feature in reversed(self.features):
             feature.stop()
 
     async def _tell(self, message: str, level: str) -> None:
         with contextlib.suppress(Exception):
-            await self.editor.call_lua(lua_util.CORE, "tell", message, level)
+            await self.editor.call_lua(lua.CORE, "tell", message, level)
 
     def _on_folders(self, folders: list[str]) -> None:
         if self.lock_path is not None:
@@ -216,9 +236,9 @@ class App:
         refusal = self._refusal(request)
         if refusal is not None:
             status, body = refusal
-            challenge = dict(request.headers).get(protocol.CHALLENGE_HEADER)
+            challenge = dict(request.headers).get(CHALLENGE_HEADER)
             if status == 401 and challenge is not None:  # one of ours checks a lock first
-                proved = ((protocol.PROOF_HEADER, protocol.proof(self.token, challenge)),)
+                proved = ((PROOF_HEADER, proof(self.token, challenge)),)
                 await request.reject(status, body=body, headers=proved)
                 return
             log.warning("refused a connection: HTTP %d", status)
@@ -245,7 +265,7 @@ class App:
     def _context(self, tool: Tool, connection: ConnectionInfo) -> ToolContext:
         editor: Editor = self.editor
         return ToolContext(tool, editor, self.diffs, connection, self._loggers[tool.name],
-                           self.big_reads)
+                           self.big_reads, self.replies)
 
     async def _answer(self, ws: Connection, session: McpSession, message: str | bytes,
                       scope: trio.CancelScope) -> None:
@@ -302,7 +322,7 @@ class App:
     async def _tell_clients(self, connected: bool) -> None:
         """Tell Neovim how many Claudes listen now (statuslines, User autocmds)."""
         with trio.move_on_after(2), contextlib.suppress(Exception):
-            await self.editor.call_lua(lua_util.CORE, "clients", len(self.outboxes), connected,
+            await self.editor.call_lua(lua.CORE, "clients", len(self.outboxes), connected,
                                        timeout=2)
 
     async def _keep_alive(self, ws: Connection) -> None:

@@ -1,7 +1,7 @@
 """The one slot for answers of megabytes, so that they are read and sent one at a time.
 
-The :class:`~claude_nvim.server.App` owns one :class:`BigReads`; tools reach it through
-:meth:`~claude_nvim.tool.ToolContext.big_read`.
+The :class:`~claude_nvim._app.App` owns one :class:`BigReads`; tools reach it through
+:meth:`~claude_nvim.ToolContext.big_read`.
 """
 
 from __future__ import annotations

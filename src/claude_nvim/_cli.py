@@ -1,6 +1,6 @@
 """The ``claude-nvim`` command: its options, parsed here for every subcommand, and the dispatch.
 
-Each subcommand is a module of :mod:`claude_nvim.commands` with ``run(args) -> int`` (the exit
+Each subcommand is a module of :mod:`claude_nvim._commands` with ``run(args) -> int`` (the exit
 status), imported only when it runs: ``claude-nvim mcp``, started by claude for each session,
 does not load the server.
 """

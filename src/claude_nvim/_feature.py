@@ -1,8 +1,9 @@
 """What a feature is: one part of claude-nvim with a Neovim half, which the App runs.
 
-The App (:mod:`claude_nvim.server`) does not know the features by name: it iterates the list
-:func:`claude_nvim.features.built_in` returns, as tox iterates its internal plugins. Adding a
-feature is writing one :class:`Feature` subclass and adding one object to that list.
+The App (:mod:`claude_nvim._app`) does not know the features by name: it iterates the list
+:func:`claude_nvim._app.built_in` returns, as tox iterates its internal plugins. A feature is a
+folder (``_selection/``: its :class:`Feature` subclass in ``__init__.py``, its Lua beside it);
+adding one is writing that folder and adding one object to that list.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ class Feature:
 
     lua: LuaModule | None = None
     """Its Lua module, with ``setup(opts)`` and ``stop()``: usually
-    ``lua_util.shared_module("<name>")`` (``claude_nvim/lua/<name>.lua``)."""
+    ``shared_module(__name__, "<name>")``, ``<name>.lua`` in the feature's folder."""
 
     def notifications(self) -> Mapping[str, NotificationHandler]:
         """The Neovim notifications it handles: event name -> handler."""

@@ -188,7 +188,7 @@ def proves_token(port: int, token: str, timeout: float = 2.0) -> bool:
     Neovim's, is alive), and whatever listens on that port next must not get the token or the
     traffic. So before the token is sent anywhere, the port is asked, without it: a WebSocket
     upgrade with a random challenge, which a claude-nvim server refuses with HMAC-SHA256(token,
-    challenge) (:func:`claude_nvim.protocol.proof`). Only a holder of the token can answer; an
+    challenge) (:func:`._wire.constants.proof`). Only a holder of the token can answer; an
     old answer is worthless for a new challenge. Proof of identity, not of the future: the
     server may still die between this and the real connection.
     """

@@ -1,7 +1,9 @@
-"""The MCP / JSON-RPC 2.0 layer, free of I/O: one :class:`McpSession` per connection.
+"""The MCP layer, free of I/O: one :class:`McpSession` per connection, which answers
+``initialize``, ``tools/list`` and ``tools/call`` with the server's tools.
 
 ``await session.handle(text)`` takes one incoming message and returns the reply to send, or
-``None`` (notifications, responses, cancelled calls). The transport lives in ``server.py``.
+``None`` (notifications, responses, cancelled calls). JSON-RPC's message shapes are in
+:mod:`._wire.jsonrpc`; the transport is :mod:`._wire.websocket`, run by the App (``_app.py``).
 """
 
 from __future__ import annotations
@@ -15,29 +17,20 @@ import trio
 from . import __version__
 from ._errors import EditorError, EditorGone, EditorTimeout, ToolError
 from ._tool import JSON, ConnectionInfo, Tool, ToolContext, error_result
-from ._wire import jsontext
+from ._wire.jsonrpc import (
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    RpcError,
+    error_response,
+    hashable_id,
+    read_message,
+    valid_id,
+)
 
 log = logging.getLogger(__name__)
 
 PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
-PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INTERNAL_ERROR = -32700, -32600, -32601, -32603
-
-
-class RpcError(Exception):
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-def error_response(request_id: Any, code: int, message: str) -> JSON:
-    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
-
-
-def notification(method: str, params: JSON) -> JSON:
-    return {"jsonrpc": "2.0", "method": method, "params": params}
-
-
 ContextFactory = Callable[[Tool, ConnectionInfo], ToolContext]
 
 
@@ -81,7 +74,7 @@ class McpSession:
             return error_response(None, INVALID_REQUEST, f"Invalid request: {what}")
         request_id = message.get("id")
         is_request = "id" in message
-        if is_request and not _valid_id(request_id):
+        if is_request and not valid_id(request_id):
             return error_response(None, INVALID_REQUEST, "Invalid request: bad id")
         method = message.get("method")
         if message.get("jsonrpc") != "2.0" or not isinstance(method, str):
@@ -118,7 +111,7 @@ class McpSession:
             self.connection.client_pid = pid if isinstance(pid, int) else None
             log.info("connection %d: claude pid %s", self.connection.id, pid)
         elif method == "notifications/cancelled":
-            scope = self._in_flight.get(_hashable(params.get("requestId")))
+            scope = self._in_flight.get(hashable_id(params.get("requestId")))
             if scope is not None:
                 scope.cancel()
 
@@ -170,23 +163,3 @@ class McpSession:
             log.error("tool %s returned %r, not a tool result", tool.name, type(result))
             return error_result(f"Internal error: tool {tool.name} returned no tool result")
         return result
-
-
-def read_message(raw: str) -> Any:
-    """The value of one incoming message, its ids exact (raises as :func:`jsontext.loads`)."""
-    message = jsontext.loads(raw)
-    # orjson reads an integer past 64 bits as a float; an id must come back as sent, and a
-    # cancellation name the call it was sent for. (Both are rare: read those again, exactly.)
-    if isinstance(message, dict) and (type(message.get("id")) is float or
-                                      message.get("method") == "notifications/cancelled"):
-        return jsontext.loads_exact(raw)
-    return message
-
-
-def _valid_id(value: Any) -> bool:
-    return value is None or isinstance(value, str) or (
-        isinstance(value, (int, float)) and not isinstance(value, bool))
-
-
-def _hashable(value: Any) -> Any:
-    return value if _valid_id(value) else None

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
 
     from ._diffs import DiffRegistry
+    from ._lsp.replies import Replies
     from ._nvim.editor import Editor
 
 JSON = dict[str, Any]
@@ -116,6 +117,8 @@ class ToolContext:
     log: logging.Logger
     big_reads: BigReads
     """The server's one slot for answers of megabytes; see :meth:`big_read`."""
+    replies: Replies
+    """Answers the tools' Lua sends later (a language server's): built-in tools use it."""
 
     async def call_lua(self, fn: str, *args: Any) -> Any:
         """Call ``fn`` of this tool's own Lua module in Neovim: one RPC round trip."""

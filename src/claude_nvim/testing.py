@@ -6,7 +6,7 @@ tests with pytest-trio (``trio_mode = true``). Fixtures:
 * ``nvim_address``: a fresh headless Neovim (``--clean``) in ``tmp_path``; its socket path.
 * ``nvim``: a second RPC client of that Neovim, to drive it like a user would
   (``await nvim.request("nvim_input", "vjj")``, ``await nvim.exec_lua(...)``).
-* ``app``: a running claude-nvim :class:`~claude_nvim.server.App` on that Neovim with every
+* ``app``: a running claude-nvim :class:`~claude_nvim._app.App` on that Neovim with every
   installed tool, its lock file in ``tmp_path``.
 * ``client``: an initialized :class:`McpClient` connected to ``app``'s IDE endpoint.
 * ``model_client``: one connected to its model endpoint (``/mcp``), where the tools for the

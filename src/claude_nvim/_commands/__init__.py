@@ -1,9 +1,9 @@
 """The subcommands of ``claude-nvim``, one module each, each with ``run(args) -> int``.
 
-``claude_nvim.cli`` parses the options of all of them and imports only the one that runs.
-A failure is one line on stderr (:func:`fail`), the traceback only in the debug log; ``serve``
-and ``claude`` run their server with :func:`claude_nvim.commands.serving.run_server`, which
-turns what stopped it into an exit status or such a line.
+``claude_nvim._cli`` parses the options of all of them and imports only the one that runs
+(``claude-nvim mcp`` is :mod:`.relay`). A failure is one line on stderr (:func:`fail`), the
+traceback only in the debug log; ``serve`` and ``claude`` run their server with
+:func:`._running.run_server`, which turns what stopped it into an exit status or such a line.
 """
 
 from __future__ import annotations

@@ -269,7 +269,7 @@ function M.reader()
 end
 
 -- opts: chan (the server's channel), max_file_bytes. M.modules, the modules the server
--- installed, is set when they are installed (lua_util.INSTALL_LUA).
+-- installed, is set when they are installed (_nvim/lua.py's INSTALL_LUA).
 function M.setup(opts)
   M.chan = opts.chan
   M.max_file_bytes = opts.max_file_bytes or M.max_file_bytes

@@ -1,17 +1,23 @@
 """Diff review, shared by openDiff, close_tab, closeAllDiffTabs and the diff commands.
 
 The server keeps a :class:`DiffRegistry` of the diffs it opened; its Lua half
-(``lua/diffs.lua``) shows each as a tab (target file | editable proposal) and reports the
+(``diffs.lua``) shows each as a tab (target file | editable proposal) and reports the
 user's verdict exactly once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import trio
+
+from .._feature import JSON, Feature, NotificationHandler
+from .._nvim.editor import Editor
+from .._nvim.lua import shared_module
 
 MODULE = "claude_nvim.diffs"
 NOTIFICATION = "claude_nvim_diff"
@@ -91,3 +97,33 @@ def _accepted_text(contents: str, result: Any) -> str:
     newline = _newline(contents)
     text = newline.join(str(line) for line in result.get("lines") or [])
     return text + newline if contents.endswith("\n") else text
+
+
+class DiffsFeature(Feature):
+    """``claude_nvim.diffs``: the diff tabs openDiff opens; the user's verdicts settle them in
+    ``registry``, and a client's diffs close when it goes."""
+
+    lua = shared_module(__name__, "diffs")
+
+    def __init__(self, registry: DiffRegistry) -> None:
+        self.registry = registry
+
+    def notifications(self) -> Mapping[str, NotificationHandler]:
+        return {NOTIFICATION: self._settle}
+
+    def options(self, editor: Editor) -> JSON:
+        return {"event": NOTIFICATION}
+
+    def _settle(self, args: list[Any]) -> None:
+        diff_id, status, result = [*args, None, None, None][:3]
+        if isinstance(diff_id, int) and status in ("accepted", "rejected"):
+            self.registry.settle(diff_id, status, result)
+
+    async def disconnected(self, editor: Editor, client_id: int) -> None:
+        # Pending diffs were rejected and closed when their calls were cancelled; accepted
+        # ones still wait for a close_tab that will never come.
+        for diff in self.registry.owned_by(client_id):
+            self.registry.forget(diff.id)
+            with trio.move_on_after(2, shield=True), contextlib.suppress(Exception):
+                # reload: the CLI may have written an accepted file just before it went.
+                await editor.call_lua(MODULE, "close", diff.id, True, timeout=2)

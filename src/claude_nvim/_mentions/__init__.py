@@ -1,14 +1,54 @@
 """@-mentions: the user's commands that send a selection or a file to Claude (``at_mentioned``).
 
 ``:ClaudeNvimSend`` sends the selected lines (or the current line); ``:ClaudeNvimAdd {path}
-[start] [end]`` sends a file, a line range of it, or a directory (both in ``lua/mentions.lua``).
+[start] [end]`` sends a file, a line range of it, or a directory (both in ``mentions.lua``).
 The server sends each to one Claude, the one whose terminal the user was in last
-(:mod:`claude_nvim.claudes`); with no client ready it queues them for a while
-(:data:`QUEUE_SECONDS`, :class:`~claude_nvim.outboxes.Outboxes`).
+(:mod:`.claudes`); with no client ready it queues them for a while
+(:data:`QUEUE_SECONDS`, :class:`~.outboxes.Outboxes`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+import trio
+
+from .._feature import JSON, Feature, NotificationHandler
+from .._nvim.editor import Editor
+from .._nvim.lua import shared_module
+from .._wire.jsonrpc import notification
+from .outboxes import Outboxes
+
 MODULE = "claude_nvim.mentions"
 NOTIFICATION = "claude_nvim_mention"
 QUEUE_SECONDS = 10.0
+
+
+class MentionsFeature(Feature):
+    """``claude_nvim.mentions``: the user's :ClaudeNvimSend and :ClaudeNvimAdd, sent to one IDE
+    client as ``at_mentioned``: the Claude of the terminal the user was in last (queued in
+    ``outboxes`` while there is none)."""
+
+    lua = shared_module(__name__, "mentions")
+
+    def __init__(self, outboxes: Outboxes) -> None:
+        self.outboxes = outboxes
+        self._nursery: trio.Nursery | None = None
+
+    def notifications(self) -> Mapping[str, NotificationHandler]:
+        return {NOTIFICATION: self._mention}
+
+    def options(self, editor: Editor) -> JSON:
+        return {"event": NOTIFICATION}
+
+    async def start(self, editor: Editor, nursery: trio.Nursery) -> None:
+        self._nursery = nursery
+        await super().start(editor, nursery)
+
+    def _mention(self, args: list[Any]) -> None:
+        mention, recent = [*args, None, None][:2]
+        if self._nursery is not None and isinstance(mention, dict):
+            buffers = [b for b in recent if isinstance(b, int)] if isinstance(recent, list) else []
+            self.outboxes.send_mention(notification("at_mentioned", mention), buffers,
+                                       self._nursery)

@@ -1,5 +1,5 @@
 """The notifications on their way to the IDE clients: one outbox per client that listens, the
-@-mention routing among several Claudes (:mod:`claude_nvim.claudes`), and the @-mentions sent
+@-mention routing among several Claudes (:mod:`.claudes`), and the @-mentions sent
 while none listens, kept for a while for the first that comes."""
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """What the server and the tools need from Neovim: the :class:`Editor` interface.
 
-The layers below it, each in its own module (as pynvim splits its msgpack_rpc):
-
-- :mod:`~claude_nvim.rpc_scheduler`: :class:`~claude_nvim.rpc_scheduler.EditorBase`, the
-  request scheduling both clients share (in-flight limit, freeze budget, timeouts);
-- :mod:`~claude_nvim.nvim_socket`: the msgpack-RPC client on trio for sockets and TCP;
-- :mod:`~claude_nvim.pynvim_editor`: the pynvim client, for Windows named pipes;
-- :mod:`~claude_nvim.nvim_client`: :func:`~claude_nvim.nvim_client.editor_for`, which picks one.
-
-Their errors are in :mod:`claude_nvim.errors`.
+The clients that implement it are its neighbours in :mod:`claude_nvim._nvim`; their errors
+are in :mod:`claude_nvim._errors`.
 """
 
 from __future__ import annotations

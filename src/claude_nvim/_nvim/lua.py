@@ -1,21 +1,17 @@
 """The Neovim half's Lua modules, and the two chunks that put them in place.
 
-The shared modules are real files, ``claude_nvim/lua/<name>.lua`` (package data), installed in
-Neovim as ``claude_nvim.<name>`` and loaded with the chunkname ``@<file>``, so that a Lua error
-or traceback names the file and line (docs/architecture.md, "Lua"). A Neovim plugin owns the
-bare ``claude_nvim`` module: the server installs, and stops, only the modules it names here.
+The shared modules are real files, ``<name>.lua`` in their feature's folder (package data:
+``claude_nvim/_selection/selection.lua``), installed in Neovim as ``claude_nvim.<name>`` and
+loaded with the chunkname ``@<file>``, so that a Lua error or traceback names the file and line
+(docs/architecture.md, "Lua"). A Neovim plugin owns the bare ``claude_nvim`` module: the server
+installs, and stops, only the modules it names here.
 """
 
 from __future__ import annotations
 
 import functools
-import logging
-import math
-import os
 from dataclasses import dataclass
 from importlib import resources
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -34,9 +30,10 @@ class LuaModule:
 
 
 @functools.cache
-def shared_module(name: str) -> LuaModule:
-    """``claude_nvim/_<name>/<name>.lua``, read once, as the module ``claude_nvim.<name>``."""
-    file = resources.files("claude_nvim").joinpath(f"_{name}", f"{name}.lua")
+def shared_module(package: str, name: str) -> LuaModule:
+    """``<name>.lua`` of ``package`` (package data: a feature's folder), read once, as the
+    module ``claude_nvim.<name>``."""
+    file = resources.files(package).joinpath(f"{name}.lua")
     return LuaModule(f"claude_nvim.{name}", file.read_text(encoding="utf-8"), f"@{file}")
 
 
@@ -75,25 +72,3 @@ package.loaded['claude_nvim.core'].modules = names
 def install_arguments(modules: list[LuaModule]) -> list[list[str]]:
     """INSTALL_LUA's argument for ``modules``."""
     return [[m.name, m.source, m.chunkname] for m in modules]
-
-
-MAX_FILE_MB = 50.0
-"""The largest file, in MB, that a tool may make Neovim load, unless $CLAUDE_NVIM_MAX_FILE_MB
-says otherwise: the Lua ``M.unloadable``'s limit."""
-
-
-def max_file_bytes(megabytes: float | None = None) -> int:
-    """The file size limit in bytes: ``megabytes`` MB, by default $CLAUDE_NVIM_MAX_FILE_MB's."""
-    if megabytes is None:
-        setting = os.environ.get("CLAUDE_NVIM_MAX_FILE_MB", "").strip()
-        try:
-            megabytes = float(setting) if setting else MAX_FILE_MB
-        except ValueError:
-            megabytes = math.nan
-        if not 0 < megabytes < math.inf:
-            log.warning("CLAUDE_NVIM_MAX_FILE_MB=%r is not a number of megabytes: using %g",
-                        setting, MAX_FILE_MB)
-            megabytes = MAX_FILE_MB
-    if not 0 < megabytes < math.inf:
-        raise ValueError(f"the file size limit must be a positive number of MB, not {megabytes}")
-    return min(int(megabytes * 2**20), 2**53)  # Lua's numbers are doubles

@@ -1,4 +1,4 @@
-"""An :class:`~claude_nvim.editor.Editor` through pynvim, for Windows named pipes, which trio
+"""An :class:`~.editor.Editor` through pynvim, for Windows named pipes, which trio
 cannot open. This is the only module that imports pynvim.
 
 pynvim runs on one dedicated thread inside ``nvim.run_loop``; every request runs there in a
@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 
 class PynvimEditor(EditorBase):
-    """An :class:`~claude_nvim.editor.Editor` attached to a running Neovim through pynvim."""
+    """An :class:`~.editor.Editor` attached to a running Neovim through pynvim."""
 
     def __init__(self, address: str, *, timeout: float = DEFAULT_TIMEOUT,
                  max_in_flight: int = MAX_IN_FLIGHT, queue_timeout: float = QUEUE_TIMEOUT

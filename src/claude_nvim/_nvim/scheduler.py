@@ -1,6 +1,6 @@
 """The request scheduling both Neovim clients share: :class:`EditorBase`.
 
-A client (:mod:`~claude_nvim.nvim_socket`, :mod:`~claude_nvim.pynvim_editor`) only sends and
+A client (:mod:`.socket`, :mod:`.pipe`) only sends and
 receives; this decides when a request goes out (the in-flight limit and the freeze budget, so
 the user's keys never wait long behind ours) and fails what waits too long.
 """
@@ -112,7 +112,7 @@ class EditorBase(abc.ABC):
                   ) -> None:
         """Attach, then serve requests until cancelled or until Neovim goes away.
 
-        Raises :class:`~claude_nvim.errors.EditorGone` when Neovim closes the connection.
+        Raises :class:`~claude_nvim._errors.EditorGone` when Neovim closes the connection.
         """
 
     @abc.abstractmethod

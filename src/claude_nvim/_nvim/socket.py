@@ -3,7 +3,7 @@
 It speaks msgpack-RPC to Neovim's socket straight from trio: one reader task, one writer task
 that sends whatever has queued up in one write, and no thread. The first measurements put such
 a client at about half the latency and five times the concurrent throughput of pynvim behind a
-thread. pynvim (:mod:`claude_nvim.pynvim_editor`) is kept for what trio cannot open: Windows
+thread. pynvim (:mod:`.pipe`) is kept for what trio cannot open: Windows
 named pipes.
 """
 

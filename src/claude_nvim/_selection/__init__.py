@@ -1,4 +1,4 @@
-"""Selection tracking: the server half of ``lua/selection.lua`` and the selection tools' reads.
+"""Selection tracking: the server half of ``selection.lua`` and the selection tools' reads.
 
 Lua computes the selection on each cursor or mode event and sends it with a leading+trailing
 throttle, so a single move arrives at once and a burst costs one message per window. The
@@ -7,15 +7,17 @@ server keeps only the latest value; each connection sends the newest state it ha
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
 import trio
 
+from .._big_reads import BigReads
 from .._errors import EditorError, ToolError
-
-if TYPE_CHECKING:
-    from .._nvim.editor import Editor
-    from .._tool import ToolContext
+from .._feature import JSON, Feature, NotificationHandler, Send
+from .._nvim.editor import Editor
+from .._nvim.lua import shared_module
+from .._wire.jsonrpc import notification
 
 MODULE = "claude_nvim.selection"
 NOTIFICATION = "claude_nvim_selection"
@@ -34,12 +36,11 @@ SLICE_MS = 10
 """How long one read of a big selection may hold Neovim; the rest comes in further reads."""
 
 
-async def read_full(ctx: ToolContext, fn: str) -> dict[str, Any] | None:
+async def read_full(editor: Editor, big_reads: BigReads, fn: str) -> dict[str, Any] | None:
     """The selection from ``fn`` ("current" or "latest") with its full text, read in parts.
 
     Raises :class:`ToolError` when the buffer keeps changing under the read.
     """
-    editor = ctx.editor
     for _attempt in range(3):
         args = [None, SLICE_MS] if fn == "current" else [SLICE_MS]  # current: no cap
         payload: dict[str, Any] | None = await editor.call_lua(MODULE, fn, *args)
@@ -48,7 +49,7 @@ async def read_full(ctx: ToolContext, fn: str) -> dict[str, Any] | None:
         more = payload.pop("more", None)
         if more is None:
             return payload
-        async with ctx.big_read():
+        async with big_reads.read():
             read_rest = _read_rows if "rows" in more else _read_slices
             rest = await read_rest(editor, more)
         if rest is not None:
@@ -107,3 +108,31 @@ class SelectionTracker:
         while self.version <= version or self.current is None:
             await self._changed.wait()
         return self.version, self.current
+
+
+class SelectionFeature(Feature):
+    """``claude_nvim.selection``: Neovim sends the selection as it changes; each IDE client
+    gets the newest state it has not had (``selection_changed``)."""
+
+    lua = shared_module(__name__, "selection")
+
+    def __init__(self) -> None:
+        self.tracker = SelectionTracker()
+
+    def notifications(self) -> Mapping[str, NotificationHandler]:
+        return {NOTIFICATION: self._update}
+
+    def options(self, editor: Editor) -> JSON:
+        return {"cap": TEXT_CAP, "window_ms": WINDOW_MS, "lua_rows": LUA_ROWS,
+                "event": NOTIFICATION}
+
+    def _update(self, args: list[Any]) -> None:
+        if args and isinstance(args[0], dict):
+            self.tracker.update(args[0])
+
+    async def push(self, send: Send) -> None:
+        version = 0
+        while True:
+            version, payload = await self.tracker.wait_newer(version)
+            if not await send(notification("selection_changed", payload)):
+                return

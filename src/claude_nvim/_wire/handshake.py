@@ -5,7 +5,7 @@
 by h11, as strictly as any HTTP/1.1 server would: a missing or repeated Host, a malformed
 header line (a space, a control character or a byte above 0x7F in a name; NUL or a bare CR
 in a value) or a request with a body is refused, never guessed at. The I/O lives in
-``websocket.py``.
+:mod:`.websocket`.
 """
 
 from __future__ import annotations

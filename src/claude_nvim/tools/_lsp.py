@@ -1,9 +1,9 @@
 """What the LSP tools share: asking the user's language servers, in Lua, without blocking.
 
-Each ``lsp*`` tool's Lua module requires the one shared ``claude_nvim.lsp`` (``lua/lsp.lua``)
+Each ``lsp*`` tool's Lua module requires the one shared ``claude_nvim.lsp`` (``_lsp/lsp.lua``)
 and defines its own ``M.run(id, req)`` with ``L.run``, which opens the file if needed (a hidden
 buffer), waits briefly for a language server to attach, sends the request to every attached
-server that supports the method, and answers through :mod:`claude_nvim.replies` once all of
+server that supports the method, and answers through :mod:`claude_nvim._lsp.replies` once all of
 them have answered: Neovim never waits.
 
 Answers follow the protocol conventions: 0-based lines, UTF-16 characters whatever encoding
@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._lsp.replies import call_lua_async
 from .._paths import candidate_paths
 from .._tool import JSON, ToolContext, ToolError, ToolResult, json_result
 
@@ -86,8 +85,8 @@ async def run(ctx: ToolContext, request: JSON, limits: Limits = DEFAULT_LIMITS) 
         "max_symbols": limits.max_symbols,
         "max_hover": limits.max_hover_bytes,
     }
-    value: Any = await call_lua_async(ctx, "run", {**request, **bounds},
-                                      timeout=limits.request_timeout)
+    value: Any = await ctx.replies.call(ctx.editor, ctx.tool.lua_module, "run",
+                                        {**request, **bounds}, timeout=limits.request_timeout)
     return json_result(ordered(value))
 
 
@@ -116,5 +115,5 @@ local M = { cancel = L.cancel }
 
 def lua_module(body: str) -> str:
     """A tool's whole Lua module: its ``body`` (which defines ``M.run``) between the lines
-    that require the shared ``claude_nvim.lsp`` (``lua/lsp.lua``) and ``return M``."""
+    that require the shared ``claude_nvim.lsp`` (``_lsp/lsp.lua``) and ``return M``."""
     return LUA_HEADER + body + "\nreturn M\n"

@@ -10,7 +10,7 @@ from ..hookspecs import hookimpl
 
 
 async def get_current_selection(ctx: ToolContext, args: JSON) -> ToolResult:
-    payload = await read_full(ctx, "current")
+    payload = await read_full(ctx.editor, ctx.big_reads, "current")
     if payload is None:
         return json_result({"success": False, "message": "No active editor found"})
     return json_result({"success": True, **payload})

@@ -11,7 +11,7 @@ from ..hookspecs import hookimpl
 
 
 async def get_latest_selection(ctx: ToolContext, args: JSON) -> ToolResult:
-    payload = await read_full(ctx, "latest")
+    payload = await read_full(ctx.editor, ctx.big_reads, "latest")
     if payload is None:
         return json_result({"success": False, "message": "No selection history"})
     return json_result({"success": True, **payload})
