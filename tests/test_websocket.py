@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from claude_nvim._wire.websocket import (
+from claude_nvim._wire.frames import (
     BINARY,
     CLOSE,
     CONTINUATION,
@@ -31,8 +31,8 @@ from claude_nvim._wire.websocket import (
     Message,
     frame,
     parse_close,
-    serve,
 )
+from claude_nvim._wire.websocket import serve
 
 
 def client_frame(opcode: int, payload: bytes, *, fin: bool = True, mask: bytes | None = None,

@@ -1,8 +1,8 @@
 """The server side of RFC 6455 WebSocket on trio: as much of it as the IDE protocol needs.
 
-Two layers, as in h11 and wsproto: :class:`FrameReader` and :func:`frame` turn bytes into
-events and back without I/O (tested alone), as :mod:`.handshake` does for the upgrade request;
-:class:`Connection` runs one client on a trio stream.
+Two layers, as in h11 and wsproto: :mod:`.frames` turns bytes into events and back without
+I/O, as :mod:`.handshake` does for the upgrade request; here :class:`Connection` runs one
+client on a trio stream, and :func:`serve` accepts them.
 
 Why not trio-websocket on this side (the ``claude-nvim mcp`` relay and the tests still use it
 as a client): a tool call is a few hundred bytes each way, and on a Neovim round trip of about
@@ -37,16 +37,25 @@ from dataclasses import dataclass, field
 import trio
 
 from .._socket_io import send_all
+from .frames import (
+    CLOSE,
+    PING,
+    PONG,
+    TEXT,
+    CloseReason,
+    Control,
+    Event,
+    Failure,
+    FrameReader,
+    Message,
+    close_payload,
+    frame,
+    parse_close,
+)
 from .handshake import Handshake, Refusal, accept_response, http_error
 
 log = logging.getLogger(__name__)
 
-CONTINUATION, TEXT, BINARY, CLOSE, PING, PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
-MAX_FRAGMENTS = 1 << 14
-"""Frames one message may come in (64 MiB in fragments of 4 KiB)."""
-FRAMES_PER_FEED = 256
-"""Frames parsed per :meth:`FrameReader.feed`; the rest waits in its buffer. A read of 256 KiB
-of empty pings is 43,690 frames: parsed in one go, they held the whole server for 0.5 s."""
 MAX_UNFINISHED = 256
 """Connections that may be in the opening handshake at once (fewer with few open files)."""
 REFUSAL_QUIET_SECONDS = 60.0
@@ -61,16 +70,6 @@ CLOSE_GRACE = 2.0
 """Seconds the closing handshake may take before the TCP connection is dropped."""
 DISCARD_LIMIT = 1024 * 1024
 """Bytes read and thrown away after a protocol failure, waiting for the peer to close."""
-_VALID_CLOSE_CODES = {1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011, 1012, 1013, 1014}
-
-
-@dataclass(frozen=True)
-class CloseReason:
-    code: int
-    reason: str = ""
-
-    def __str__(self) -> str:
-        return f"{self.code} {self.reason}".strip()
 
 
 class ConnectionClosed(Exception):
@@ -79,185 +78,6 @@ class ConnectionClosed(Exception):
     def __init__(self, reason: CloseReason) -> None:
         super().__init__(str(reason))
         self.reason = reason
-
-
-# ---------------------------------------------------------------------------------------------
-# Frames, without I/O
-
-
-@dataclass(frozen=True, slots=True)
-class Message:
-    data: str | bytes
-
-
-@dataclass(frozen=True, slots=True)
-class Control:
-    opcode: int  # PING, PONG or CLOSE
-    payload: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class Failure:
-    """The peer broke the protocol: close with ``code`` and read nothing more from it."""
-
-    code: int
-    reason: str
-
-
-Event = Message | Control | Failure
-
-
-def frame(opcode: int, payload: bytes) -> bytes:
-    """One final, unmasked (server) frame."""
-    n = len(payload)
-    if n < 126:
-        return bytes((0x80 | opcode, n)) + payload
-    if n < 1 << 16:
-        return bytes((0x80 | opcode, 126)) + n.to_bytes(2, "big") + payload
-    return bytes((0x80 | opcode, 127)) + n.to_bytes(8, "big") + payload
-
-
-def close_payload(code: int, reason: str = "") -> bytes:
-    return code.to_bytes(2, "big") + reason.encode("utf-8")[:123]
-
-
-def parse_close(payload: bytes) -> CloseReason | Failure:
-    """A close frame's code and reason, or why it is invalid."""
-    if not payload:
-        return CloseReason(1005)
-    code = int.from_bytes(payload[:2], "big")
-    if len(payload) == 1 or not (code in _VALID_CLOSE_CODES or 3000 <= code <= 4999):
-        return Failure(1002, "invalid close code")
-    try:
-        return CloseReason(code, payload[2:].decode("utf-8"))
-    except UnicodeDecodeError:
-        return Failure(1007, "close reason is not UTF-8")
-
-
-_XOR = [bytes(byte ^ key for byte in range(256)) for key in range(256)]
-
-
-def _unmask(data: bytearray, mask: bytes) -> bytes | bytearray:
-    """``data`` (changed in place) XOR the 4-byte ``mask``."""
-    if len(data) < 256:  # small: one big-integer XOR is quickest
-        n = len(data)
-        key = int.from_bytes(mask * (n >> 2) + mask[: n & 3], "big")
-        return (int.from_bytes(data, "big") ^ key).to_bytes(n, "big")
-    # big: four strided byte translations, at memory speed (7 MB: 8 ms, not 46)
-    for i in range(4):
-        data[i::4] = data[i::4].translate(_XOR[mask[i]])
-    return data
-
-
-class FrameReader:
-    """Client frames in, events out: messages (reassembled, text decoded), control frames,
-    and at most one :class:`Failure`, after which it takes no more input.
-
-    Each :meth:`feed` parses ``FRAMES_PER_FEED`` frames at most; ``more`` says whether some
-    may be left (``feed(b"")`` takes them)."""
-
-    def __init__(self, max_message_size: int) -> None:
-        self.max_message_size = max_message_size
-        self._buffer = bytearray()
-        # The fragmented message in progress: its payload so far in one buffer (a list of
-        # parts cost tens of bytes per fragment, however small), their count and opcode.
-        self._parts: bytearray | None = None
-        self._fragments = 0
-        self._opcode: int | None = None
-        self.failed = False
-        self.more = False
-
-    def feed(self, data: bytes) -> list[Event]:
-        if self.failed:
-            return []
-        buffer = self._buffer
-        buffer += data
-        events: list[Event] = []
-        frames, self.more = 0, False
-        while len(buffer) >= 2:
-            if frames == FRAMES_PER_FEED:
-                self.more = True
-                return events
-            frames += 1
-            first, second = buffer[0], buffer[1]
-            length, at = second & 0x7F, 2
-            if length == 126:
-                if len(buffer) < 4:
-                    break
-                length, at = int.from_bytes(buffer[2:4], "big"), 4
-            elif length == 127:
-                if len(buffer) < 10:
-                    break
-                length, at = int.from_bytes(buffer[2:10], "big"), 10
-            problem = self._check(first, second, length)
-            if problem is not None:
-                self.failed = True
-                buffer.clear()
-                events.append(problem)
-                return events
-            end = at + 4 + length
-            if len(buffer) < end:
-                break  # the rest of the frame is still on its way (its size was checked)
-            payload = _unmask(buffer[at + 4:end], bytes(buffer[at:at + 4]))
-            del buffer[:end]  # a bytearray drops its head without copying the rest
-            event = self._complete(first, payload)
-            if event is not None:
-                events.append(event)
-                if isinstance(event, Failure):
-                    self.failed = True
-                    buffer.clear()
-                    return events
-        return events
-
-    def _check(self, first: int, second: int, length: int) -> Failure | None:
-        opcode = first & 0x0F
-        if not second & 0x80:
-            return Failure(1002, "client frames must be masked")
-        if first & 0x70:
-            return Failure(1002, "reserved bits set: no extension was negotiated")
-        if opcode >= 8:
-            if opcode not in (CLOSE, PING, PONG):
-                return Failure(1002, f"unknown opcode {opcode}")
-            if not first & 0x80 or length > 125:
-                return Failure(1002, "control frames are final and at most 125 bytes")
-            return None
-        if opcode not in (CONTINUATION, TEXT, BINARY):
-            return Failure(1002, f"unknown opcode {opcode}")
-        if (opcode == CONTINUATION) != (self._opcode is not None):
-            return Failure(1002, "unexpected continuation frame" if opcode == CONTINUATION
-                           else "a new message inside a fragmented one")
-        if self._parts is not None:
-            if len(self._parts) + length > self.max_message_size:
-                return Failure(1009, f"message over {self.max_message_size} bytes")
-            if self._fragments >= MAX_FRAGMENTS:
-                return Failure(1009, f"message in over {MAX_FRAGMENTS} fragments")
-        elif length > self.max_message_size:
-            return Failure(1009, f"message over {self.max_message_size} bytes")
-        return None
-
-    def _complete(self, first: int, payload: bytes | bytearray) -> Event | None:
-        opcode = first & 0x0F
-        if opcode >= 8:
-            return Control(opcode, bytes(payload))
-        if opcode != CONTINUATION:
-            self._opcode = opcode
-        if self._parts is not None:
-            self._parts += payload
-            self._fragments += 1
-            if not first & 0x80:
-                return None
-            payload, self._parts = self._parts, None
-        elif not first & 0x80:
-            self._parts, self._fragments = bytearray(payload), 1
-            return None
-        binary = self._opcode == BINARY
-        self._opcode = None
-        if binary:
-            return Message(bytes(payload))
-        try:
-            return Message(payload.decode("utf-8"))
-        except UnicodeDecodeError:
-            return Failure(1007, "text message is not UTF-8")
 
 
 # ---------------------------------------------------------------------------------------------
