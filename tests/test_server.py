@@ -17,7 +17,7 @@ from claude_nvim import Tool, text_result
 from claude_nvim import _lockfile as lockfile
 from claude_nvim._app import AlreadyServed, App
 from claude_nvim._core import CoreFeature
-from claude_nvim._errors import EditorGone
+from claude_nvim._errors import EditorError, EditorGone
 from claude_nvim._nvim import editor_for
 from claude_nvim._plugins import load_tools
 from claude_nvim._selection import SelectionFeature
@@ -418,6 +418,17 @@ async def test_a_lua_error_names_the_lua_file_and_line(app, nvim, caplog):
         assert source[line - 1].strip() == "local buf = more.buf"
     assert re.search(r"claude_nvim/_selection/selection\.lua:\d+: in function", logged[1])
 
+
+
+async def test_a_tools_lua_error_names_the_tools_lua_file_and_line(app, nvim):
+    # A tool's Lua longer than a screen is a real file beside the tool (not a Python string):
+    # an error in it names that file and the line there.
+    with pytest.raises(EditorError) as raised:
+        await nvim.call_lua("claude_nvim.tools.getDiagnostics", "all", None, 10)
+    found = re.search(r"(/\S+/claude_nvim/tools/get_diagnostics\.lua):(\d+): ", str(raised.value))
+    assert found, raised.value
+    line = Path(found[1]).read_text().splitlines()[int(found[2]) - 1]
+    assert line.strip() == "for i = from, #buffers do"
 
 async def test_lua_log_calls_of_any_level_reach_the_server_log(app, nvim, caplog):
     caplog.set_level(logging.DEBUG, logger="claude_nvim")

@@ -25,16 +25,35 @@ class LuaModule:
 
     @classmethod
     def from_string(cls, name: str, source: str) -> LuaModule:
-        """A module whose source lives in a Python string (a tool's own Lua)."""
-        return cls(name, source, f"={name}")
+        """A module whose source is ``source`` (a tool's ``lua``): named by its file when it
+        was read from one (:func:`read_lua`), else by ``name``."""
+        return cls(name, source,
+                   source.chunkname if isinstance(source, LuaFile) else f"={name}")
+
+
+class LuaFile(str):
+    """Lua source read from a file of package data (:func:`read_lua`). A ``str``, as a tool's
+    ``lua`` is, which also knows the chunkname ``@<path>`` that makes its errors name the file
+    and the line."""
+
+    chunkname: str
+
+
+def read_lua(package: str, file: str) -> LuaFile:
+    """The Lua source of ``file`` in ``package`` (package data): a tool's own Lua, say,
+    ``read_lua(__package__, "open_file.lua")``."""
+    path = resources.files(package).joinpath(file)
+    source = LuaFile(path.read_text(encoding="utf-8"))
+    source.chunkname = f"@{path}"
+    return source
 
 
 @functools.cache
 def shared_module(package: str, name: str) -> LuaModule:
     """``<name>.lua`` of ``package`` (package data: a feature's folder), read once, as the
     module ``claude_nvim.<name>``."""
-    file = resources.files(package).joinpath(f"{name}.lua")
-    return LuaModule(f"claude_nvim.{name}", file.read_text(encoding="utf-8"), f"@{file}")
+    source = read_lua(package, f"{name}.lua")
+    return LuaModule(f"claude_nvim.{name}", source, source.chunkname)
 
 
 CORE = "claude_nvim.core"
