@@ -123,7 +123,28 @@ class DiffsFeature(Feature):
         # Pending diffs were rejected and closed when their calls were cancelled; accepted
         # ones still wait for a close_tab that will never come.
         for diff in self.registry.owned_by(client_id):
-            self.registry.forget(diff.id)
-            with trio.move_on_after(2, shield=True), contextlib.suppress(Exception):
-                # reload: the CLI may have written an accepted file just before it went.
-                await editor.call_lua(MODULE, "close", diff.id, True, timeout=2)
+            # reload: the CLI may have written an accepted file just before it went.
+            await forget_and_close(editor, self.registry, diff, reload=True)
+
+
+async def forget_and_close(editor: Editor, registry: DiffRegistry, diff: Diff, *, reload: bool,
+                           wait: bool = True) -> None:
+    """Forget ``diff`` and close its tab in Neovim, ``reload`` reloading its target's buffer
+    (the CLI writes an accepted file itself). ``wait``: for Neovim, 2 s at most, even when
+    cancelled; else the close is sent and this returns at once."""
+    registry.forget(diff.id)
+    if not wait:
+        editor.call_lua_soon(MODULE, "close", diff.id, reload)
+        return
+    with trio.move_on_after(2, shield=True), contextlib.suppress(Exception):
+        await editor.call_lua(MODULE, "close", diff.id, reload, timeout=2)
+
+
+async def dismiss(editor: Editor, registry: DiffRegistry, diff: Diff) -> None:
+    """What the CLI's close_tab and closeAllDiffTabs do to one of its diffs: a pending one is
+    rejected (openDiff's handler then closes it); an accepted one is closed in the background,
+    its target reloaded (the CLI waits on their answer; its write lands meanwhile)."""
+    if diff.status == "pending":
+        registry.settle(diff.id, "rejected")
+    else:
+        await forget_and_close(editor, registry, diff, reload=True, wait=False)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .._diffs import MODULE as DIFFS
+from .._diffs import dismiss
 from .._tool import IDE, JSON, Register, Tool, ToolContext, ToolResult, text_result
 from ..hookspecs import hookimpl
 
@@ -11,11 +11,7 @@ async def close_all_diff_tabs(ctx: ToolContext, args: JSON) -> ToolResult:
     # Only this connection's diffs: one session's prompt must not cancel another's review.
     mine = ctx.diffs.owned_by(ctx.connection.id)
     for diff in mine:
-        if diff.status == "pending":
-            ctx.diffs.settle(diff.id, "rejected")  # openDiff's handler closes the tab
-        else:
-            ctx.diffs.forget(diff.id)
-            ctx.editor.call_lua_soon(DIFFS, "close", diff.id, True)
+        await dismiss(ctx.editor, ctx.diffs, diff)
     return text_result(f"CLOSED_{len(mine)}_DIFF_TABS")
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .._diffs import MODULE as DIFFS
+from .._diffs import dismiss
 from .._tool import IDE, JSON, Register, Tool, ToolContext, ToolResult, text_result
 from ..hookspecs import hookimpl
 
@@ -10,13 +10,7 @@ from ..hookspecs import hookimpl
 async def close_tab(ctx: ToolContext, args: JSON) -> ToolResult:
     diff = ctx.diffs.find(args["tab_name"])
     if diff is not None:
-        if diff.status == "pending":
-            ctx.diffs.settle(diff.id, "rejected")  # openDiff's handler closes the tab
-        else:
-            ctx.diffs.forget(diff.id)
-            # Answer at once and close in the background (the CLI waits on this reply); the
-            # target is refreshed when the CLI's write lands.
-            ctx.editor.call_lua_soon(DIFFS, "close", diff.id, True)
+        await dismiss(ctx.editor, ctx.diffs, diff)
     return text_result("TAB_CLOSED")
 
 

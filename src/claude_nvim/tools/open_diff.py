@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
-
-import trio
-
 from .._diffs import MODULE as DIFFS
-from .._diffs import split_lines
+from .._diffs import forget_and_close, split_lines
 from .._paths import candidate_paths
 from .._tool import IDE, JSON, Register, Tool, ToolContext, ToolError, ToolResult, text_result
 from ..hookspecs import hookimpl
@@ -34,9 +30,7 @@ async def open_diff(ctx: ToolContext, args: JSON) -> ToolResult:
         return text_result("DIFF_REJECTED", tab_name)
     finally:
         if diff.status != "accepted":  # rejected, refused, cancelled: close now
-            ctx.diffs.forget(diff.id)
-            with trio.move_on_after(2, shield=True), contextlib.suppress(Exception):
-                await ctx.editor.call_lua(DIFFS, "close", diff.id, False, timeout=2)
+            await forget_and_close(ctx.editor, ctx.diffs, diff, reload=False)
 
 
 TOOL = Tool(
