@@ -46,11 +46,13 @@ import trio
 from claude_nvim._nvim import editor_for
 from claude_nvim._nvim.editor import Editor
 from claude_nvim._nvim.headless import find_nvim, headless_nvim
-from claude_nvim.testing import inotify_watches
 
 sys.path.insert(0, str(Path(__file__).parent))
 from wsclient import TEXT, Closed, WebSocket, frame
 from wsclient import connect as ws_connect
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
+from helpers import inotify_watches  # the tests count them the same way
 
 AUTH_HEADER = "x-claude-code-ide-authorization"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")

@@ -8,7 +8,35 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["claude_nvim.testing"]
+from helpers import attach_ui
+
+pytest_plugins = ["claude_nvim.testing", "pytester"]
+
+
+@pytest.fixture(autouse=True)
+def _no_lua_errors(no_lua_errors):
+    """Every test fails on an error of Lua in Neovim that only the server's log would show
+    (claude_nvim.testing's no_lua_errors); ``@pytest.mark.lua_errors`` where it is the point."""
+
+
+@pytest.fixture
+def model(model_client):
+    """A client of the model endpoint (claude_nvim.testing's model_client)."""
+    return model_client
+
+
+@pytest.fixture
+def ui_size() -> tuple[int, int]:
+    """The columns and lines of ``ui``: a small terminal, where messages are wide."""
+    return 80, 24
+
+
+@pytest.fixture
+async def ui(nvim, ui_size):
+    """``nvim`` with a UI attached, as a user's terminal (helpers.attach_ui): prompts and
+    focus behave for real."""
+    await attach_ui(nvim, *ui_size)
+    return nvim
 
 
 @pytest.fixture

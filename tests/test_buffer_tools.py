@@ -7,23 +7,9 @@ import os
 import pytest
 import trio
 
-from claude_nvim.testing import McpClient, mcp_client, model_client_of
+from claude_nvim.testing import mcp_client, model_client_of
 from claude_nvim.tools import get_buffer_text, get_quickfix_list
-
-
-@pytest.fixture
-def model(model_client):
-    """A client of the model endpoint (claude_nvim.testing's model_client)."""
-    return model_client
-
-
-call = McpClient.call_json  # call(model, name, arguments): the decoded answer of a success
-error = McpClient.tool_error  # error(model, name, arguments): the message of a failure
-
-
-async def edit(nvim, path):
-    await nvim.request("nvim_command", f"edit {path}")
-
+from helpers import call, edit, error
 
 # getBufferText
 

@@ -5,7 +5,6 @@ never touched."""
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
 from pathlib import Path
@@ -14,7 +13,8 @@ import pytest
 import trio
 
 import claude_nvim
-from claude_nvim.testing import inotify_watches, running_app
+from claude_nvim.testing import running_app
+from helpers import edit, inotify_watches, messages
 
 BUFSYNC_LUA = Path(claude_nvim.__file__).parent / "_bufsync" / "bufsync.lua"
 
@@ -34,21 +34,11 @@ end })
 """
 
 
-@pytest.fixture(autouse=True)
-def no_lua_errors(caplog):
-    """Errors in the watchers' callbacks are logged by the server: fail the test on any."""
-    caplog.set_level(logging.WARNING, logger="claude_nvim")
-    yield
-    assert not [r.getMessage() for r in caplog.get_records("call")
-                if r.levelno >= logging.WARNING and r.getMessage().startswith("Neovim:")]
-
-
 @pytest.fixture
-async def ui(nvim):
-    """Attach a UI, as a user's terminal would: a prompt would really stop Neovim."""
-    await nvim.request("nvim_ui_attach", 80, 24, {"ext_linegrid": True})
-    await nvim.exec_lua(COUNT_RELOADS)
-    return nvim
+async def ui(ui):
+    """The UI (a prompt would really stop Neovim), with each buffer's reloads counted."""
+    await ui.exec_lua(COUNT_RELOADS)
+    return ui
 
 
 def numbered(count: int, word: str = "line") -> str:
@@ -72,10 +62,6 @@ async def eventually_lines(nvim, buf: int, expected: list[str], timeout: float =
             await trio.sleep(0.01)
 
 
-async def messages(nvim) -> str:
-    return (await nvim.request("nvim_exec2", "messages", {"output": True}))["output"]
-
-
 async def eventually_message(nvim, text: str, timeout: float = 5.0) -> str:
     with trio.fail_after(timeout):
         while text not in (found := await messages(nvim)):
@@ -86,11 +72,6 @@ async def eventually_message(nvim, text: str, timeout: float = 5.0) -> str:
 async def not_blocked(nvim) -> bool:
     """Neovim waits for no answer: no dialog, no hit-enter prompt."""
     return await nvim.request("nvim_get_mode") == {"mode": "n", "blocking": False}
-
-
-async def edit(nvim, path: Path) -> int:
-    await nvim.exec_lua("vim.cmd.edit(vim.fn.fnameescape(...))", str(path))
-    return await nvim.request("nvim_get_current_buf")
 
 
 async def barrier(nvim, directory: Path) -> None:

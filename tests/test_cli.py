@@ -19,14 +19,9 @@ import pytest
 import trio
 
 from claude_nvim.testing import mcp_client
+from helpers import environment
 
 SERVE = [sys.executable, "-m", "claude_nvim", "serve"]
-
-
-def environment(config_dir: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("NVIM", "CLAUDE_NVIM_DISABLE", "CLAUDE_CODE_SSE_PORT")}
-    return {**env, "CLAUDE_CONFIG_DIR": str(config_dir), **extra}
 
 
 async def wait_for_lock(config_dir: Path, process: trio.Process,

@@ -7,7 +7,8 @@ import os
 from pathlib import Path
 from urllib.parse import quote
 
-EDIT = "vim.cmd('edit ' .. vim.fn.fnameescape(...)); return vim.api.nvim_get_current_buf()"
+from helpers import edit
+
 CURRENT = "return vim.api.nvim_get_current_buf()"
 
 SET_DIAGNOSTICS = """
@@ -27,10 +28,6 @@ return buf
 def write(path: Path, text: str = "x\n") -> Path:
     path.write_text(text, encoding="utf-8")
     return path
-
-
-async def edit(nvim, path: Path | str) -> int:
-    return await nvim.exec_lua(EDIT, str(path))
 
 
 async def set_diagnostics(nvim, path: Path | str, diagnostics: list[dict],

@@ -7,46 +7,8 @@ import trio
 
 from claude_nvim._app import AlreadyServed
 from claude_nvim._diffs import DiffRegistry
-from claude_nvim.testing import McpClient, mcp_client, running_app
-
-TAB = "✻ [Claude Code] a.py (f8942c) ⧉"
-
-
-@pytest.fixture
-async def ui(nvim):
-    """Attach a UI, as a user's terminal would: prompts and focus behave for real."""
-    await nvim.request("nvim_ui_attach", 120, 40, {"ext_linegrid": True})
-    return nvim
-
-
-async def eventually(nvim, lua: str, *args, timeout: float = 5.0):
-    """Poll a Lua expression in Neovim until it is truthy; returns its value."""
-    with trio.fail_after(timeout):
-        while True:
-            value = await nvim.exec_lua(lua, *args)
-            if value:
-                return value
-            await trio.sleep(0.01)
-
-
-class PendingDiff:
-    def __init__(self, client: McpClient, args: dict):
-        self.client, self.args, self.result = client, args, None
-        self.done = trio.Event()
-
-    async def run(self):
-        self.result = await self.client.call_tool("openDiff", self.args)
-        self.done.set()
-
-    async def outcome(self, timeout: float = 5.0) -> list[str]:
-        with trio.fail_after(timeout):
-            await self.done.wait()
-        return [item["text"] for item in self.result["content"]]
-
-
-def diff_args(path, contents, tab=TAB) -> dict:
-    return {"old_file_path": str(path), "new_file_path": str(path),
-            "new_file_contents": contents, "tab_name": tab}
+from claude_nvim.testing import mcp_client, running_app
+from helpers import TAB, PendingDiff, diff_args, eventually
 
 
 async def open_diff(nursery, client, nvim, path, contents, tab=TAB) -> PendingDiff:

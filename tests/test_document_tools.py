@@ -12,9 +12,10 @@ from claude_nvim._core import max_file_bytes
 
 
 @pytest.fixture
-async def ui(nvim):
-    await nvim.request("nvim_ui_attach", 100, 30, {"ext_linegrid": True})
-    return nvim
+def ui_size():
+    # Wider than conftest's: at 80 columns, openFile of a file with a bad modeline stops Neovim
+    # at a hit-enter prompt (test_a_bad_modeline_is_neovims_message_not_a_failed_open).
+    return 100, 30
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from claude_nvim._wire.handshake import Handshake, Refusal, Upgrade, accept_response
-from test_websocket import KEY, upgrade
+from helpers import KEY, upgrade
 
 
 def test_an_upgrade_request_and_what_follows_it():

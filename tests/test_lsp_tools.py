@@ -16,9 +16,10 @@ import pytest
 import trio
 
 from claude_nvim._nvim.headless import headless_nvim
-from claude_nvim.testing import McpClient, model_client_of
+from claude_nvim.testing import model_client_of
 from claude_nvim.tools import _lsp as lsp
 from claude_nvim.tools import lsp_document_symbols, lsp_hover, lsp_references
+from helpers import call, edit, error
 
 PYLSP = Path(sys.executable).parent / "pylsp"
 
@@ -77,21 +78,6 @@ def nvim_address(project: Path):
             "--cmd", f"luafile {project / 'setup.lua'}")
     with headless_nvim(cwd=project, args=args) as (address, _process):
         yield address
-
-
-@pytest.fixture
-def model(model_client):
-    """A client of the model endpoint (claude_nvim.testing's model_client)."""
-    return model_client
-
-
-call = McpClient.call_json  # call(model, name, arguments): the decoded answer of a success
-error = McpClient.tool_error  # error(model, name, arguments): the message of a failure
-
-
-async def edit(nvim, path):
-    """Open `path` in the current window, as the user would."""
-    await nvim.request("nvim_command", f"edit {path}")
 
 
 async def wait_for_client(nvim, path, name="pylsp", timeout=15.0):

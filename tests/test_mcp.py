@@ -3,73 +3,16 @@
 from __future__ import annotations
 
 import json
-import logging
 
 import pytest
 import trio
 
-from claude_nvim import Tool, ToolError, text_result
-from claude_nvim._big_reads import BigReads
-from claude_nvim._diffs import DiffRegistry
-from claude_nvim._errors import EditorError, EditorGone, EditorTimeout
-from claude_nvim._lsp.replies import Replies
+from claude_nvim import Tool
 from claude_nvim._mcp import McpSession
 from claude_nvim._schema import SchemaError
-from claude_nvim._tool import ConnectionInfo, ToolContext
+from claude_nvim._tool import ConnectionInfo
 from claude_nvim._wire import jsontext
-
-
-async def echo(ctx, args):
-    return text_result(json.dumps(args))
-
-
-async def fails(ctx, args):
-    raise RuntimeError("kaboom")
-
-
-async def refuses(ctx, args):
-    raise ToolError("File not found: /nope")
-
-
-def raises(error):
-    async def handler(ctx, args):
-        raise error
-
-    return handler
-
-
-async def slow(ctx, args):
-    await trio.sleep_forever()
-
-
-async def not_a_result(ctx, args):
-    return "oops"
-
-
-SCHEMA = {
-    "type": "object",
-    "properties": {"path": {"type": "string"}, "line": {"type": "integer", "minimum": 1}},
-    "required": ["path"],
-}
-TOOLS = {
-    "echo": Tool("echo", SCHEMA, echo, description="Echo.", annotations={"readOnlyHint": True}),
-    "hidden": Tool("hidden", {"type": "object"}, echo),
-    "fails": Tool("fails", {"type": "object"}, fails, description="Fails."),
-    "refuses": Tool("refuses", {"type": "object"}, refuses, description="Refuses."),
-    "lua_error": Tool("lua_error", {"type": "object"}, raises(EditorError("E5108: oops"))),
-    "no_answer": Tool("no_answer", {"type": "object"}, raises(EditorTimeout("no answer in 5 s"))),
-    "gone": Tool("gone", {"type": "object"}, raises(EditorGone("Neovim closed the connection"))),
-    "slow": Tool("slow", {"type": "object"}, slow, description="Slow."),
-    "bad": Tool("bad", {"type": "object"}, not_a_result, description="Bad."),
-}
-
-
-def session() -> McpSession:
-    def context(tool, connection):
-        return ToolContext(tool, None, DiffRegistry(), connection, logging.getLogger("t"),
-                           BigReads(), Replies())
-
-    return McpSession(ConnectionInfo(1), TOOLS, context)
+from helpers import SCHEMA, echo, session
 
 
 async def ask(s: McpSession, message) -> dict | None:

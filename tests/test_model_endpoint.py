@@ -15,12 +15,9 @@ from pathlib import Path
 
 import trio
 
+from helpers import environment
+
 CLAUDE_NVIM = [sys.executable, "-m", "claude_nvim"]
-
-
-def environment(tmp_path, **extra):
-    env = {k: v for k, v in os.environ.items() if k not in ("CLAUDE_CODE_SSE_PORT", "NVIM")}
-    return {**env, "CLAUDE_CONFIG_DIR": str(tmp_path), **extra}
 
 
 def limit_memory():

@@ -16,7 +16,7 @@ import trio
 from claude_nvim._errors import EditorError
 from claude_nvim._nvim.headless import find_nvim, headless_nvim
 from claude_nvim.testing import attached_editor, mcp_client, running_app
-from test_diffs import PendingDiff, diff_args, eventually
+from helpers import PendingDiff, diff_args, eventually, mode
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = ["ClaudeNvim", "ClaudeNvimNew", "ClaudeNvimSwitch", "ClaudeNvimFocus",
@@ -120,10 +120,6 @@ return { buf = info.buf, job = info.job, shown = win ~= nil,
          float = win and vim.api.nvim_win_get_config(win).relative ~= '',
          tabs = #vim.api.nvim_list_tabpages(), running = vim.fn.jobwait({info.job}, 0)[1] == -1 }
 """
-
-
-async def mode(nvim) -> str:
-    return (await nvim.request("nvim_get_mode"))["mode"]
 
 
 async def test_the_commands_exist_at_start_up(user):

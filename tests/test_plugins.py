@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 import claude_nvim.tools
-from claude_nvim import Exposure, Tool, ToolError, hookimpl, text_result
+from claude_nvim import Exposure, Tool, hookimpl
 from claude_nvim._plugins import ToolRegistryError, load_tools
 from claude_nvim.testing import mcp_client, running_app
+from helpers import echo, fails, refuses
 
 ROOT = Path(__file__).resolve().parent.parent
 GROUP = "claude_nvim"
@@ -269,18 +270,6 @@ def test_a_plugin_claiming_a_builtin_name_is_an_error_naming_both(site):
 # Tools over the wire.
 
 
-async def echo(ctx, args):
-    return text_result(json.dumps(args))
-
-
-async def crashes(ctx, args):
-    raise RuntimeError("kaboom")
-
-
-async def refuses(ctx, args):
-    raise ToolError("File not found: /nope")
-
-
 SCHEMA = {
     "type": "object",
     "properties": {"path": {"type": "string"}, "count": {"type": "integer", "minimum": 1}},
@@ -292,7 +281,7 @@ TOOLS = {
                  annotations=ANNOTATIONS),
     "plain": Tool("plain", {"type": "object"}, echo, description="No annotations."),
     "hidden": Tool("hidden", {"type": "object"}, echo),
-    "crashes": Tool("crashes", {"type": "object"}, crashes, description="Crashes."),
+    "crashes": Tool("crashes", {"type": "object"}, fails, description="Crashes."),
     "refuses": Tool("refuses", {"type": "object"}, refuses, description="Refuses."),
 }
 

@@ -18,8 +18,7 @@ from claude_nvim._nvim import editor_for
 from claude_nvim._plugins import load_tools
 from claude_nvim._tool import ConnectionInfo
 from claude_nvim.testing import mcp_client
-from test_mcp import TOOLS, session
-from test_server import masked_frame, raw_upgrade
+from helpers import TOOLS, masked_frame, raw_upgrade, session
 
 CORPUS = sorted((Path(__file__).parent / "corpus").glob("*.json"))
 
@@ -206,7 +205,6 @@ async def test_thousands_of_connections_opened_and_dropped_leak_nothing(nvim_add
 
 
 async def _churn(app: App) -> None:
-    from test_server import raw_upgrade
     async with mcp_client(app.port, app.token) as warm:
         await warm.request("ping")
     await trio.sleep(0.1)

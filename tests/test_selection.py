@@ -6,7 +6,6 @@ the Lua half is in selection.py). Neovim is driven like a user does, with keys.
 from __future__ import annotations
 
 import json
-import logging
 import math
 import os
 import signal
@@ -23,22 +22,12 @@ import trio
 from claude_nvim._app import FIRST_PUSH_DELAY
 from claude_nvim._selection import TEXT_CAP, WINDOW_MS
 from claude_nvim.testing import McpClient, mcp_client, running_app
+from helpers import edit, messages, mode
 
 GROUP = "claude_nvim_selection"
 NO_EDITOR = {"success": False, "message": "No active editor found"}
 NO_HISTORY = {"success": False, "message": "No selection history"}
 WINDOW = WINDOW_MS / 1000
-
-
-@pytest.fixture(autouse=True)
-def no_lua_errors(caplog):
-    """Errors in claude-nvim's autocmds never reach :messages: they are logged by the server.
-    Fail the test on any of them, or a broken autocmd would only show as a missing message."""
-    caplog.set_level(logging.WARNING, logger="claude_nvim")
-    yield
-    errors = [r.getMessage() for r in caplog.get_records("call")
-              if r.levelno >= logging.WARNING and r.getMessage().startswith("Neovim:")]
-    assert not errors
 
 
 def at(line: int, character: int) -> dict[str, int]:
@@ -59,17 +48,9 @@ async def feed(nvim, keys: str) -> None:
     await settle(nvim)
 
 
-async def edit(nvim, path: Path, lines: list[str]) -> None:
+async def write_and_edit(nvim, path: Path, lines: list[str]) -> None:
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    await nvim.exec_lua("vim.cmd.edit(vim.fn.fnameescape(...))", str(path))
-
-
-async def mode(nvim) -> str:
-    return (await nvim.request("nvim_get_mode"))["mode"]
-
-
-async def messages(nvim) -> str:
-    return (await nvim.request("nvim_exec2", "messages", {"output": True}))["output"]
+    await edit(nvim, path)
 
 
 async def autocmd_count(nvim) -> int | None:
@@ -126,7 +107,7 @@ def selection_changes(client: McpClient, after: int = 0) -> list[dict[str, Any]]
 async def test_normal_and_insert_mode_give_an_empty_selection_at_the_real_cursor(
         client, nvim, tmp_path):
     path = tmp_path / "a.txt"
-    await edit(nvim, path, ["first line", "héllo 😀x"])
+    await write_and_edit(nvim, path, ["first line", "héllo 😀x"])
     await feed(nvim, "G$")
     assert await nvim.request("nvim_win_get_cursor", 0) == [2, 11]  # `x` is byte 11 ...
     assert await current(client) == file_payload(path, "", span(1, 8, 1, 8))  # ... character 8
@@ -141,7 +122,7 @@ async def test_normal_and_insert_mode_give_an_empty_selection_at_the_real_cursor
 
 async def test_charwise_forward_and_backward_give_the_same_ordered_range(client, nvim, tmp_path):
     path = tmp_path / "a.txt"
-    await edit(nvim, path, ["alpha beta", "gamma délta", "x"])
+    await write_and_edit(nvim, path, ["alpha beta", "gamma délta", "x"])
     expected = file_payload(path, "beta\ngamma dé", span(0, 6, 1, 8))  # é: 2 bytes, 1 unit
     await feed(nvim, "gg0wvjl")  # anchor on `b`, cursor on `é`
     assert await mode(nvim) == "v"
@@ -155,7 +136,7 @@ async def test_charwise_forward_and_backward_give_the_same_ordered_range(client,
 
 async def test_charwise_selection_that_takes_in_the_line_break(client, nvim, tmp_path):
     path = tmp_path / "a.txt"
-    await edit(nvim, path, ["alpha beta", "", "gamma", "last"])
+    await write_and_edit(nvim, path, ["alpha beta", "", "gamma", "last"])
     await feed(nvim, "gg0wv$")  # `$` in Visual mode selects the line break too
     assert await current(client) == file_payload(path, "beta\n", span(0, 6, 1, 0))
     await feed(nvim, "<Esc>gg$vj")  # onto an empty line: its line break is the selected char
@@ -167,7 +148,7 @@ async def test_charwise_selection_that_takes_in_the_line_break(client, nvim, tmp
 
 async def test_linewise_selection_covers_whole_lines(client, nvim, tmp_path):
     path = tmp_path / "a.txt"
-    await edit(nvim, path, ["  one", "two 😀", "héllo 😀x", "four"])
+    await write_and_edit(nvim, path, ["  one", "two 😀", "héllo 😀x", "four"])
     # end.character is the UTF-16 length of the last line, not the cursor's column.
     expected = file_payload(path, "  one\ntwo 😀\nhéllo 😀x", span(0, 0, 2, 9))
     await feed(nvim, "gg0llVjj")
@@ -193,7 +174,7 @@ def lines_claude_shows(selection: dict[str, Any]) -> int:
 async def test_claude_counts_the_lines_selected_even_when_the_last_one_is_empty(
         client, nvim, tmp_path, keys, lines):
     path = tmp_path / "a.txt"
-    await edit(nvim, path, ["first line", "", "", "third", ""])
+    await write_and_edit(nvim, path, ["first line", "", "", "third", ""])
     await feed(nvim, keys)
     selected = await current(client)
     assert lines_claude_shows(selected["selection"]) == lines
@@ -209,7 +190,7 @@ async def test_claude_counts_the_lines_selected_even_when_the_last_one_is_empty(
 async def test_blockwise_selection_is_the_covering_span_and_the_row_fragments(
         client, nvim, tmp_path):
     path = tmp_path / "a.txt"
-    await edit(nvim, path, ["é😀abc", "éxyzab", "abcdef", "ab", "abcdefgh"])
+    await write_and_edit(nvim, path, ["é😀abc", "éxyzab", "abcdef", "ab", "abcdefgh"])
     # Display columns: the emoji is two cells wide, so `a` in row 0 sits above `z` in row 1.
     await feed(nvim, "gg0ll<C-v>jl")
     assert await mode(nvim) == "\x16"
@@ -231,7 +212,7 @@ async def test_blockwise_selection_is_the_covering_span_and_the_row_fragments(
 
 async def test_select_mode_counts_as_a_selection(client, nvim, tmp_path):
     path = tmp_path / "a.txt"
-    await edit(nvim, path, ["alpha beta", "gamma"])
+    await write_and_edit(nvim, path, ["alpha beta", "gamma"])
     await feed(nvim, "gg0lvj<C-g>")
     assert await mode(nvim) == "s"
     assert await current(client) == file_payload(path, "lpha beta\nga", span(0, 1, 1, 2))
@@ -242,7 +223,7 @@ async def test_select_mode_counts_as_a_selection(client, nvim, tmp_path):
 
 async def test_exclusive_selection_leaves_the_last_character_out(client, nvim, tmp_path):
     path = tmp_path / "a.txt"
-    await edit(nvim, path, ["alpha beta", "", "gamma"])
+    await write_and_edit(nvim, path, ["alpha beta", "", "gamma"])
     await nvim.request("nvim_command", "set selection=exclusive")
     await feed(nvim, "gg0llvll")
     assert await current(client) == file_payload(path, "ph", span(0, 2, 0, 4))
@@ -289,7 +270,7 @@ async def test_selected_text_is_what_neovim_yanks(client, nvim, tmp_path, select
     # Neovim's own `y` is the oracle for the text, in every mode and 'selection' setting
     # (block rows shorter than the block are avoided: `y` pads those with spaces).
     path = tmp_path / "a.txt"
-    await edit(nvim, path, ORACLE_LINES)
+    await write_and_edit(nvim, path, ORACLE_LINES)
     await nvim.request("nvim_command", f"set selection={selection}")
     await feed(nvim, keys)
     selected = await current(client)
@@ -309,7 +290,7 @@ async def test_selected_text_is_what_neovim_yanks(client, nvim, tmp_path, select
     "float",
 ])
 async def test_no_active_editor(client, nvim, tmp_path, setup):
-    await edit(nvim, tmp_path / "a.txt", ["alpha", "beta"])
+    await write_and_edit(nvim, tmp_path / "a.txt", ["alpha", "beta"])
     assert (await current(client))["success"] is True
     if setup == "float":
         # A floating window, even one showing a real file, is a picker, not an editor.
@@ -342,7 +323,7 @@ async def test_paths_are_absolute_and_urls_are_not_percent_encoded(client, nvim,
 async def test_full_text_of_a_large_selection(client, nvim, tmp_path):
     path = tmp_path / "big.txt"
     lines = [f"{i:05d} héllo 😀 wörld" for i in range(4000)]  # 4,000 x 25 bytes
-    await edit(nvim, path, lines)
+    await write_and_edit(nvim, path, lines)
     await feed(nvim, "ggVG")
     answer = await current(client)
     assert len(answer["text"].encode()) > 5 * TEXT_CAP
@@ -354,7 +335,7 @@ async def test_full_text_of_a_large_selection(client, nvim, tmp_path):
 
 async def test_no_selection_history_before_any_selection(client, nvim, tmp_path):
     assert await latest(client) == NO_HISTORY
-    await edit(nvim, tmp_path / "a.txt", ["alpha", "beta"])
+    await write_and_edit(nvim, tmp_path / "a.txt", ["alpha", "beta"])
     await feed(nvim, "jl")  # cursor moves are not selections
     assert await latest(client) == NO_HISTORY
     await feed(nvim, "vj")  # nor is a selection still in progress
@@ -363,7 +344,7 @@ async def test_no_selection_history_before_any_selection(client, nvim, tmp_path)
 
 async def test_latest_selection_outlives_visual_mode(client, nvim, tmp_path):
     path = tmp_path / "a.txt"
-    await edit(nvim, path, ["one", "two", "three", "four", "five"])
+    await write_and_edit(nvim, path, ["one", "two", "three", "four", "five"])
     await feed(nvim, "gglvjj<Esc>")
     first = file_payload(path, "ne\ntwo\nth", span(0, 1, 2, 2))
     assert await latest(client) == first
@@ -382,7 +363,7 @@ async def test_latest_selection_outlives_visual_mode(client, nvim, tmp_path):
 
 async def test_latest_selection_after_a_deleting_operator(client, nvim, tmp_path):
     path = tmp_path / "a.txt"
-    await edit(nvim, path, ["one", "two", "three", "four"])
+    await write_and_edit(nvim, path, ["one", "two", "three", "four"])
     await feed(nvim, "ggjVjd")
     assert await nvim.request("nvim_buf_get_lines", 0, 0, -1, True) == ["one", "four"]
     # The text as it was selected, although the buffer no longer has it.
@@ -401,7 +382,7 @@ async def test_latest_selection_after_a_deleting_operator(client, nvim, tmp_path
 async def test_latest_selection_has_the_full_text_of_a_large_selection(client, nvim, tmp_path):
     path = tmp_path / "big.txt"
     lines = [f"{i:05d} héllo 😀 wörld" for i in range(4000)]
-    await edit(nvim, path, lines)
+    await write_and_edit(nvim, path, lines)
     await feed(nvim, "ggVG<Esc>gg")
     assert await latest(client) == file_payload(path, "\n".join(lines), span(0, 0, 3999, 20))
     # Deleted text can no longer be re-read: the range stays exact, and a text shorter
@@ -418,7 +399,7 @@ async def test_latest_selection_has_the_full_text_of_a_large_selection(client, n
 
 
 async def test_a_cursor_move_arrives_at_once(client, nvim, tmp_path):
-    await edit(nvim, tmp_path / "a.txt", [f"line {i}" for i in range(10)])
+    await write_and_edit(nvim, tmp_path / "a.txt", [f"line {i}" for i in range(10)])
     await selection_where(client, cursor_at(0, 0))  # the first push waits ~0.5 s by design
     latencies = []
     for line in range(1, 6):
@@ -439,7 +420,7 @@ async def test_a_cursor_move_arrives_at_once(client, nvim, tmp_path):
 
 async def test_a_visual_selection_is_notified_with_its_range_and_text(client, nvim, tmp_path):
     path = tmp_path / "a.txt"
-    await edit(nvim, path, ["alpha beta", "gamma délta"])
+    await write_and_edit(nvim, path, ["alpha beta", "gamma délta"])
     await selection_where(client, cursor_at(0, 0))
     after = len(client.notifications)
     await feed(nvim, "wvjl")
@@ -462,7 +443,7 @@ async def test_a_visual_selection_is_notified_with_its_range_and_text(client, nv
     await selection_where(client, cursor_at(1, 1), after=after)
     # Another file: a new filePath.
     other = tmp_path / "b.txt"
-    await edit(nvim, other, ["x"])
+    await write_and_edit(nvim, other, ["x"])
     _, params = await selection_where(client, cursor_at(0, 0), after=after)
     assert (params["filePath"], params["fileUrl"]) == (str(other), f"file://{other}")
 
@@ -473,7 +454,7 @@ async def test_a_huge_selection_is_notified_with_capped_text_and_an_exact_range(
     # 13 bytes a line with the newline: the 10,000-byte cap falls inside an emoji, which
     # must not be split (a split one would not even survive the JSON round trip as UTF-8).
     lines = ["😀😀😀"] * 20_000
-    await edit(nvim, path, lines)
+    await write_and_edit(nvim, path, lines)
     await selection_where(client, cursor_at(0, 0))
     after = len(client.notifications)
     await feed(nvim, "ggVG")
@@ -493,7 +474,7 @@ async def test_a_huge_selection_is_notified_with_capped_text_and_an_exact_range(
 
 async def test_a_burst_of_moves_is_throttled_and_ends_on_the_final_state(
         client, nvim, tmp_path):
-    await edit(nvim, tmp_path / "a.txt", [f"line {i}" for i in range(100)])
+    await write_and_edit(nvim, tmp_path / "a.txt", [f"line {i}" for i in range(100)])
     await selection_where(client, cursor_at(0, 0))
     after = len(client.notifications)
     start = trio.current_time()
@@ -515,7 +496,7 @@ async def test_a_burst_of_moves_is_throttled_and_ends_on_the_final_state(
 
 async def test_nothing_is_notified_while_a_terminal_is_the_current_window(
         client, nvim, tmp_path):
-    await edit(nvim, tmp_path / "a.txt", [f"line {i}" for i in range(10)])
+    await write_and_edit(nvim, tmp_path / "a.txt", [f"line {i}" for i in range(10)])
     await selection_where(client, cursor_at(0, 0))
     after = len(client.notifications)
     await nvim.request("nvim_command", "belowright split | terminal")
@@ -532,7 +513,7 @@ async def test_nothing_is_notified_while_a_terminal_is_the_current_window(
 
 
 async def test_every_client_is_notified(client, app, nvim, tmp_path):
-    await edit(nvim, tmp_path / "a.txt", ["alpha", "beta"])
+    await write_and_edit(nvim, tmp_path / "a.txt", ["alpha", "beta"])
     async with mcp_client(app.port, app.token) as other:
         for each in (client, other):
             await selection_where(each, cursor_at(0, 0))
@@ -543,7 +524,7 @@ async def test_every_client_is_notified(client, app, nvim, tmp_path):
 
 
 async def test_first_notification_waits_for_tools_list(app, nvim, tmp_path):
-    await edit(nvim, tmp_path / "a.txt", ["alpha", "beta"])
+    await write_and_edit(nvim, tmp_path / "a.txt", ["alpha", "beta"])
     async with mcp_client(app.port, app.token, initialize=False) as fresh:
         await fresh.result("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
                                           "clientInfo": {"name": "t", "version": "0"}})
@@ -564,7 +545,7 @@ async def test_first_notification_waits_for_tools_list(app, nvim, tmp_path):
 
 
 async def test_no_errors_in_neovim_once_the_server_has_stopped(nvim_address, nvim, tmp_path):
-    await edit(nvim, tmp_path / "a.txt", ["alpha", "beta", "gamma"])
+    await write_and_edit(nvim, tmp_path / "a.txt", ["alpha", "beta", "gamma"])
     async with running_app(nvim_address, lock_directory=tmp_path / "x") as app, \
             mcp_client(app.port, app.token) as connected:
         await selection_where(connected, cursor_at(0, 0))
@@ -605,7 +586,7 @@ async def killed_server(nvim_address: str, nvim, config: Path) -> None:
 
 
 async def test_a_dead_server_causes_no_errors_in_neovim(nvim_address, nvim, tmp_path):
-    await edit(nvim, tmp_path / "a.txt", ["alpha", "beta", "gamma"])
+    await write_and_edit(nvim, tmp_path / "a.txt", ["alpha", "beta", "gamma"])
     await killed_server(nvim_address, nvim, tmp_path / "config")
     before = await messages(nvim)
     await feed(nvim, "jlvj<Esc>")
@@ -616,7 +597,7 @@ async def test_a_dead_server_causes_no_errors_in_neovim(nvim_address, nvim, tmp_
 
 async def test_a_new_server_replaces_a_dead_ones_autocmds(nvim_address, nvim, tmp_path):
     path = tmp_path / "a.txt"
-    await edit(nvim, path, ["alpha", "beta", "gamma"])
+    await write_and_edit(nvim, path, ["alpha", "beta", "gamma"])
     await killed_server(nvim_address, nvim, tmp_path / "config")
     assert await autocmd_count(nvim) == 4  # nothing happened since: still installed
     before = await messages(nvim)
@@ -653,7 +634,7 @@ async def test_a_100000_line_selection_is_read_whole_in_slices(client, nvim, tmp
 @pytest.mark.parametrize("keys", ["3Gwv4990jb", "3Gwv4990j$", "3GV4990j"])
 async def test_a_big_selection_reads_as_yank_would_copy_it(client, nvim, tmp_path, keys):
     path = tmp_path / "big.txt"
-    await edit(nvim, path, [f"row {i} é😀 end" for i in range(6000)])
+    await write_and_edit(nvim, path, [f"row {i} é😀 end" for i in range(6000)])
     await feed(nvim, keys)
     got = await client.call_json("getCurrentSelection")
     await feed(nvim, "y")

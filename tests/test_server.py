@@ -24,6 +24,7 @@ from claude_nvim._selection import SelectionFeature
 from claude_nvim._tool import BOTH
 from claude_nvim._wire import constants as protocol
 from claude_nvim.testing import mcp_client, running_app
+from helpers import masked_frame, raw_upgrade
 
 
 def flatten(group: BaseException) -> list[BaseException]:
@@ -386,6 +387,7 @@ async def test_a_server_replaces_one_that_died(nvim_address, nvim, tmp_path):
             assert (await client.call_json("getOpenEditors"))["tabs"] == []
 
 
+@pytest.mark.lua_errors
 async def test_lua_errors_reach_the_server_log_not_messages(app, nvim, caplog):
     await nvim.exec_lua(
         "vim.api.nvim_create_autocmd('User', {pattern = 'Boom', callback ="
@@ -398,6 +400,7 @@ async def test_lua_errors_reach_the_server_log_not_messages(app, nvim, caplog):
     assert "kaboom" not in messages
 
 
+@pytest.mark.lua_errors
 async def test_a_lua_error_names_the_lua_file_and_line(app, nvim, caplog):
     # The shared modules are real files: an error in one names the file and the line there,
     # in the message and in the traceback.
@@ -430,6 +433,7 @@ async def test_a_tools_lua_error_names_the_tools_lua_file_and_line(app, nvim):
     line = Path(found[1]).read_text().splitlines()[int(found[2]) - 1]
     assert line.strip() == "for i = from, #buffers do"
 
+@pytest.mark.lua_errors
 async def test_lua_log_calls_of_any_level_reach_the_server_log(app, nvim, caplog):
     caplog.set_level(logging.DEBUG, logger="claude_nvim")
     levels = {"notice": logging.INFO, "warn": logging.WARNING, "WARNING": logging.WARNING,
@@ -485,28 +489,6 @@ async def rejected_status_at(port: int, path: str, headers) -> int:
         async with open_websocket("127.0.0.1", port, path, use_ssl=False, extra_headers=headers):
             pass
     return info.value.status_code
-
-
-async def raw_upgrade(port: int, token: str) -> trio.SocketStream:
-    """A bare TCP connection that has done the WebSocket upgrade, for hand-made frames."""
-    stream = await trio.open_tcp_stream("127.0.0.1", port)
-    await stream.send_all(
-        f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
-        "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-        f"Sec-WebSocket-Version: 13\r\nx-claude-code-ide-authorization: {token}\r\n\r\n"
-        .encode())
-    response = b""
-    while b"\r\n\r\n" not in response:
-        response += await stream.receive_some(4096)
-    assert response.startswith(b"HTTP/1.1 101")
-    return stream
-
-
-def masked_frame(opcode: int, payload: bytes) -> bytes:
-    mask = b"\x01\x02\x03\x04"
-    assert len(payload) < 126
-    body = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
-    return bytes([0x80 | opcode, 0x80 | len(payload)]) + mask + body
 
 
 async def test_invalid_utf8_closes_1007_and_others_are_untouched(app):

@@ -1,5 +1,6 @@
-"""claude_nvim.testing's McpClient against a small real WebSocket server over loopback: a server
-that misbehaves fails the waiting request with the cause, one that never answers times out."""
+"""claude_nvim.testing, the plugin authors' kit: its McpClient against a small real WebSocket
+server over loopback (a server that misbehaves fails the waiting request with the cause, one
+that never answers times out), and its no_lua_errors check in a test suite of its own."""
 
 from __future__ import annotations
 
@@ -80,3 +81,51 @@ async def test_a_request_nobody_answers_times_out_naming_it():
                 await client.result("tools/list", timeout=0.1)
         assert received == ["ping", "tools/call", "tools/list"]
         nursery.cancel_scope.cancel()
+
+
+LUA_ERRORS_CONFTEST = """
+import pytest
+
+pytest_plugins = ["claude_nvim.testing"]
+
+
+@pytest.fixture(autouse=True)
+def _no_lua_errors(no_lua_errors): ...
+"""
+
+LUA_ERRORS_TESTS = """
+import pytest
+import trio
+
+BOOM = "package.loaded['claude_nvim.core'].guard(function() error('kaboom') end)()"
+
+
+async def boom(nvim, caplog):
+    await nvim.exec_lua(BOOM)  # as an autocmd's error: in the server's log only
+    with trio.fail_after(5):
+        while not any("kaboom" in r.getMessage() for r in caplog.records):
+            await trio.sleep(0.01)
+
+
+async def test_quiet(app, nvim):
+    assert await nvim.exec_lua("return 1") == 1
+
+
+async def test_boom(app, nvim, caplog):
+    await boom(nvim, caplog)
+
+
+@pytest.mark.lua_errors
+async def test_boom_on_purpose(app, nvim, caplog):
+    await boom(nvim, caplog)
+"""
+
+
+def test_no_lua_errors_fails_a_test_whose_lua_failed_unless_it_is_marked(pytester):
+    pytester.makeconftest(LUA_ERRORS_CONFTEST)
+    pytester.makeini("[pytest]\ntrio_mode = true\n")
+    pytester.makepyfile(test_lua=LUA_ERRORS_TESTS)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3, errors=1)  # test_boom's teardown
+    result.stdout.fnmatch_lines(["*ERROR at teardown of test_boom*",
+                                 "*AssertionError: Lua in Neovim failed: *kaboom*"])

@@ -12,6 +12,7 @@ import pytest
 import trio
 
 from claude_nvim.testing import mcp_client, running_app
+from helpers import messages
 
 CLAUDE_NVIM = [sys.executable, "-m", "claude_nvim"]
 
@@ -73,10 +74,6 @@ async def test_mentions_wait_for_a_client_and_reach_it_when_it_connects(app, nvi
         assert await mention(client) == {"filePath": str(path)}
     messages = await nvim.exec_lua("return vim.api.nvim_exec2('messages', {output=true}).output")
     assert "no Claude is connected yet" in messages
-
-
-async def messages(nvim):
-    return await nvim.exec_lua("return vim.api.nvim_exec2('messages', {output=true}).output")
 
 
 async def test_with_two_claudes_the_latest_to_connect_gets_the_mention(app, client, nvim,

@@ -33,6 +33,7 @@ from claude_nvim._wire.frames import (
     parse_close,
 )
 from claude_nvim._wire.websocket import serve
+from helpers import KEY, upgrade
 
 
 def client_frame(opcode: int, payload: bytes, *, fin: bool = True, mask: bytes | None = None,
@@ -206,16 +207,6 @@ async def http(port: int, request: bytes) -> bytes:
                 break
     await stream.aclose()
     return response
-
-
-KEY = base64.b64encode(b"0123456789abcdef")
-
-
-def upgrade(*extra: bytes, version: bytes = b"13", key: bytes = KEY) -> bytes:
-    lines = [b"GET /x HTTP/1.1", b"Host: 127.0.0.1", b"Upgrade: websocket",
-             b"Connection: keep-alive, Upgrade", b"Sec-WebSocket-Version: " + version,
-             b"Sec-WebSocket-Key: " + key, *extra]
-    return b"\r\n".join(lines) + b"\r\n\r\n"
 
 
 async def test_the_upgrade_answer(port):

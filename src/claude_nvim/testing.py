@@ -12,6 +12,14 @@ tests with pytest-trio (``trio_mode = true``). Fixtures:
 * ``model_client``: one connected to its model endpoint (``/mcp``), where the tools for the
   model live: ``await model_client.call_json("myTool", {...})`` is a tool's decoded answer,
   ``await model_client.tool_error("myTool", {...})`` the message of a call that must fail.
+* ``no_lua_errors``: fails the test when Lua in Neovim (claude-nvim's, or a tool's, in an
+  autocmd, a timer or a callback) raised an error the server logged, which the user would
+  never see. For every test, in ``conftest.py``::
+
+      @pytest.fixture(autouse=True)
+      def _no_lua_errors(no_lua_errors): ...
+
+  A test that makes such errors on purpose says so: ``@pytest.mark.lua_errors``.
 
 And :func:`mcp_client` (``from claude_nvim.testing import mcp_client``) for more clients.
 Every request times out (:data:`REQUEST_TIMEOUT`, or ``timeout=``) with
@@ -23,8 +31,8 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import logging
 import math
-import os
 from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -279,19 +287,26 @@ async def model_client_of(address: str, lock_directory: Path, *tools: Tool
         yield client
 
 
-def inotify_watches(pid: int) -> int:
-    """How many inotify watches process ``pid`` holds, as Linux counts them (libuv's
-    fs_event watchers are inotify watches: one per watched directory)."""
-    watches = 0
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        with contextlib.suppress(OSError):
-            if os.readlink(fd) == "anon_inode:inotify":
-                info = (Path(f"/proc/{pid}/fdinfo") / fd.name).read_text()
-                watches += sum(line.startswith("inotify wd:") for line in info.splitlines())
-    return watches
-
-
 # pytest fixtures
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "lua_errors: the test makes Lua errors on purpose (no_lua_errors lets them be)")
+
+
+@pytest.fixture
+def no_lua_errors(request: pytest.FixtureRequest, caplog: pytest.LogCaptureFixture
+                  ) -> Iterator[None]:
+    """Fail the test if the server logged a warning or an error from Neovim's Lua (``core.log``
+    and ``core.guard``: what an autocmd, a timer or a callback raised, which never reaches the
+    user's :messages), unless it is marked ``lua_errors``."""
+    caplog.set_level(logging.WARNING, logger="claude_nvim")
+    yield
+    if request.node.get_closest_marker("lua_errors") is None:
+        errors = [r.getMessage() for r in caplog.get_records("call")
+                  if r.levelno >= logging.WARNING and r.getMessage().startswith("Neovim:")]
+        assert not errors, "Lua in Neovim failed: " + "; ".join(errors)
 
 
 @pytest.fixture

@@ -1,0 +1,212 @@
+"""What claude-nvim's own tests share: driving Neovim like a user, hand-made WebSocket bytes,
+pending diffs, an MCP session with stand-in tools, and the Linux counts the tests read.
+(Plugin authors' helpers are in ``claude_nvim.testing``; the fixtures are in conftest.py.)"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import logging
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from claude_nvim import Tool, ToolError, text_result
+from claude_nvim._big_reads import BigReads
+from claude_nvim._diffs import DiffRegistry
+from claude_nvim._errors import EditorError, EditorGone, EditorTimeout
+from claude_nvim._lsp.replies import Replies
+from claude_nvim._mcp import McpSession
+from claude_nvim._tool import ConnectionInfo, ToolContext
+
+if TYPE_CHECKING:  # imported by conftest.py: pytest must load claude_nvim.testing first
+    from claude_nvim.testing import McpClient
+
+
+async def call(client: McpClient, name: str, arguments: dict | None = None) -> Any:
+    """The decoded answer of a tool call that must succeed (McpClient.call_json)."""
+    return await client.call_json(name, arguments)
+
+
+async def error(client: McpClient, name: str, arguments: dict | None = None) -> str:
+    """The message of a tool call that must fail (McpClient.tool_error)."""
+    return await client.tool_error(name, arguments)
+
+# Neovim, as the user drives it
+
+
+async def attach_ui(nvim, width: int = 80, height: int = 24) -> None:
+    """Attach a UI, as a user's terminal would (a small one: messages are wide in it): a
+    prompt would really stop Neovim, and focus behaves for real."""
+    await nvim.request("nvim_ui_attach", width, height, {"ext_linegrid": True})
+
+
+async def edit(nvim, path: Path | str) -> int:
+    """``:edit path`` in the current window, as the user would; the buffer's number."""
+    return await nvim.exec_lua(
+        "vim.cmd('edit ' .. vim.fn.fnameescape(...)); return vim.api.nvim_get_current_buf()",
+        str(path))
+
+
+async def mode(nvim) -> str:
+    """Neovim's mode (``nvim_get_mode``): "n", "v", "i", ..."""
+    return (await nvim.request("nvim_get_mode"))["mode"]
+
+
+async def messages(nvim) -> str:
+    """What ``:messages`` shows."""
+    return (await nvim.request("nvim_exec2", "messages", {"output": True}))["output"]
+
+
+async def eventually(nvim, lua: str, *args: Any, timeout: float = 5.0) -> Any:
+    """Poll a Lua chunk in Neovim until it returns something truthy; returns that."""
+    with trio.fail_after(timeout):
+        while True:
+            value = await nvim.exec_lua(lua, *args)
+            if value:
+                return value
+            await trio.sleep(0.01)
+
+
+def environment(config_dir: Path | str, **extra: str) -> dict[str, str]:
+    """This process's environment for a ``claude-nvim`` command, with ``config_dir`` as
+    ``CLAUDE_CONFIG_DIR`` and none of the variables a Neovim terminal or the user would set."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("NVIM", "CLAUDE_NVIM_DISABLE", "CLAUDE_CODE_SSE_PORT")}
+    return {**env, "CLAUDE_CONFIG_DIR": str(config_dir), **extra}
+
+
+def inotify_watches(pid: int) -> int:
+    """How many inotify watches process ``pid`` holds, as Linux counts them (libuv's
+    fs_event watchers are inotify watches: one per watched directory)."""
+    watches = 0
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            if os.readlink(fd) == "anon_inode:inotify":
+                info = (Path(f"/proc/{pid}/fdinfo") / fd.name).read_text()
+                watches += sum(line.startswith("inotify wd:") for line in info.splitlines())
+    return watches
+
+
+# Diffs
+
+TAB = "✻ [Claude Code] a.py (f8942c) ⧉"
+
+
+class PendingDiff:
+    """An openDiff call running in a task: its outcome once the user answered."""
+
+    def __init__(self, client: McpClient, args: dict):
+        self.client, self.args, self.result = client, args, None
+        self.done = trio.Event()
+
+    async def run(self):
+        self.result = await self.client.call_tool("openDiff", self.args)
+        self.done.set()
+
+    async def outcome(self, timeout: float = 5.0) -> list[str]:
+        with trio.fail_after(timeout):
+            await self.done.wait()
+        return [item["text"] for item in self.result["content"]]
+
+
+def diff_args(path, contents, tab=TAB) -> dict:
+    """openDiff's arguments as the CLI sends them, for a change of ``path`` to ``contents``."""
+    return {"old_file_path": str(path), "new_file_path": str(path),
+            "new_file_contents": contents, "tab_name": tab}
+
+
+# WebSocket bytes by hand
+
+KEY = base64.b64encode(b"0123456789abcdef")
+
+
+def upgrade(*extra: bytes, version: bytes = b"13", key: bytes = KEY) -> bytes:
+    """A WebSocket upgrade request, with ``extra`` header lines."""
+    lines = [b"GET /x HTTP/1.1", b"Host: 127.0.0.1", b"Upgrade: websocket",
+             b"Connection: keep-alive, Upgrade", b"Sec-WebSocket-Version: " + version,
+             b"Sec-WebSocket-Key: " + key, *extra]
+    return b"\r\n".join(lines) + b"\r\n\r\n"
+
+
+async def raw_upgrade(port: int, token: str) -> trio.SocketStream:
+    """A bare TCP connection that has done the WebSocket upgrade, for hand-made frames."""
+    stream = await trio.open_tcp_stream("127.0.0.1", port)
+    await stream.send_all(
+        f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
+        "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+        f"Sec-WebSocket-Version: 13\r\nx-claude-code-ide-authorization: {token}\r\n\r\n"
+        .encode())
+    response = b""
+    while b"\r\n\r\n" not in response:
+        response += await stream.receive_some(4096)
+    assert response.startswith(b"HTTP/1.1 101")
+    return stream
+
+
+def masked_frame(opcode: int, payload: bytes) -> bytes:
+    """A final client frame (masked, as a client's must be) of less than 126 bytes."""
+    mask = b"\x01\x02\x03\x04"
+    assert len(payload) < 126
+    body = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+    return bytes([0x80 | opcode, 0x80 | len(payload)]) + mask + body
+
+
+# An MCP session with stand-in tools, without a socket or Neovim
+
+
+async def echo(ctx, args):
+    return text_result(json.dumps(args))
+
+
+async def fails(ctx, args):
+    raise RuntimeError("kaboom")
+
+
+async def refuses(ctx, args):
+    raise ToolError("File not found: /nope")
+
+
+def raises(error):
+    async def handler(ctx, args):
+        raise error
+
+    return handler
+
+
+async def slow(ctx, args):
+    await trio.sleep_forever()
+
+
+async def not_a_result(ctx, args):
+    return "oops"
+
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"path": {"type": "string"}, "line": {"type": "integer", "minimum": 1}},
+    "required": ["path"],
+}
+TOOLS = {
+    "echo": Tool("echo", SCHEMA, echo, description="Echo.", annotations={"readOnlyHint": True}),
+    "hidden": Tool("hidden", {"type": "object"}, echo),
+    "fails": Tool("fails", {"type": "object"}, fails, description="Fails."),
+    "refuses": Tool("refuses", {"type": "object"}, refuses, description="Refuses."),
+    "lua_error": Tool("lua_error", {"type": "object"}, raises(EditorError("E5108: oops"))),
+    "no_answer": Tool("no_answer", {"type": "object"}, raises(EditorTimeout("no answer in 5 s"))),
+    "gone": Tool("gone", {"type": "object"}, raises(EditorGone("Neovim closed the connection"))),
+    "slow": Tool("slow", {"type": "object"}, slow, description="Slow."),
+    "bad": Tool("bad", {"type": "object"}, not_a_result, description="Bad."),
+}
+
+
+def session() -> McpSession:
+    """An MCP session serving :data:`TOOLS`, with no editor behind it."""
+    def context(tool, connection):
+        return ToolContext(tool, None, DiffRegistry(), connection, logging.getLogger("t"),
+                           BigReads(), Replies())
+
+    return McpSession(ConnectionInfo(1), TOOLS, context)
