@@ -152,7 +152,8 @@ def test_invalid_utf8_fails_1007():
     (client_frame(PING, b"x" * 126), "control"),
     (client_frame(CONTINUATION, b"x"), "continuation"),
     (client_frame(TEXT, b"x", fin=False) + client_frame(TEXT, b"y"), "inside"),
-])
+], ids=["unmasked", "reserved-bit", "opcode-3", "opcode-11", "fragmented-ping", "long-ping",
+        "lone-continuation", "message-inside-a-message"])  # the masks are random
 def test_protocol_errors_fail_1002(data, why):
     events = FrameReader(100).feed(data)
     assert events[-1].code == 1002 and why in events[-1].reason
