@@ -12,12 +12,14 @@ import socket
 import stat
 import subprocess
 import sys
+import sysconfig
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 import trio
 
+import claude_nvim
 from claude_nvim.testing import mcp_client
 from helpers import environment
 
@@ -311,3 +313,24 @@ async def test_the_token_never_reaches_the_log(nvim_address, tmp_path):
     assert "refused a connection: HTTP 401" in text and "client 1 connected" in text
     assert content["authToken"] not in text
     assert content["authToken"][:-1] not in text
+
+
+def test_a_checkout_that_was_never_installed_says_so_in_one_line(tmp_path):
+    # PYTHONPATH=src python -m claude_nvim with the dependencies installed: the package runs,
+    # but without its metadata, so without the entry points that are its built-in tools.
+    site = tmp_path / "site"
+    site.mkdir()
+    for entry in Path(sysconfig.get_paths()["purelib"]).iterdir():
+        if "claude_nvim" not in entry.name:  # this package's own, editable install included
+            (site / entry.name).symlink_to(entry)
+    checkout = tmp_path / "src"
+    checkout.mkdir()
+    (checkout / "claude_nvim").symlink_to(Path(claude_nvim.__file__).parent)
+    env = environment(tmp_path / "config", PYTHONPATH=f"{checkout}{os.pathsep}{site}")
+    for command in (["serve", "--headless"], ["tools"]):
+        done = subprocess.run([sys.executable, "-S", "-m", "claude_nvim", *command], env=env,
+                              cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True,
+                              text=True, timeout=60)
+        assert (done.returncode, done.stdout) == (1, ""), done
+        assert done.stderr.startswith("claude-nvim: ") and done.stderr.count("\n") == 1
+        assert "never installed" in done.stderr and "pip install -e ." in done.stderr

@@ -150,8 +150,9 @@ def load_tools(
     if autoload and not _builtin_entry_points():
         # A bare PYTHONPATH=src checkout has no entry points: say so instead of serving nothing.
         raise ToolRegistryError(
-            "claude-nvim's built-in tools are not installed as entry points; "
-            "install the package (pip install -e .) and try again"
+            "claude-nvim runs from a checkout that was never installed, so it has no tools "
+            "(they are entry points, which installing makes): pip install -e . in the "
+            "checkout, then try again"
         )
     return LoadedTools(tools, broken, frozenset(disabled) - known - set(tools))
 
