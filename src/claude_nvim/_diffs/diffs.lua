@@ -1,11 +1,11 @@
 -- claude_nvim.diffs: diff review's Neovim half. Each diff the server opens is a tab (the target
 -- file | an editable proposal); the user's verdict (:w or :ClaudeNvimDiffAccept accepts, closing
 -- the proposal or :ClaudeNvimDiffDeny rejects) goes to the server exactly once.
--- Lifecycle: setup(opts) / stop(); opts (from diffs.py): event.
+-- Lifecycle: setup(opts) / stop(); opts (from DiffsFeature, beside it): event.
 local api = vim.api
 local core = require('claude_nvim.core')
 local M = {}
-local EVENT  -- set by M.setup, from diffs.py
+local EVENT  -- set by M.setup, from DiffsFeature
 local diffs = {}  -- id -> {tab, target, proposal, scratch, group, tick, resolved, path, ...}
 
 -- A User autocmd for the user's hooks (ClaudeNvimDiffOpened, ...); their errors are theirs.

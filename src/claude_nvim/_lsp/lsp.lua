@@ -1,5 +1,5 @@
 -- claude_nvim.lsp: what the lsp* tools share, asking the user's language servers without
--- blocking Neovim. A tool's own module (its .py file) requires this one and defines
+-- blocking Neovim. A tool's own module (in its tools/*.py) requires this one and defines
 -- M.run(id, req) with L.run; each call is answered later, once, through core.notify
 -- ('claude_nvim_reply', see replies.py), and M.cancel = L.cancel stops one. One copy for
 -- every tool: one `pending` table. Lifecycle: setup(opts) / stop().
@@ -42,7 +42,7 @@ function L.cancel(id)
   return p.phase or vim.NIL
 end
 
--- Nothing to set: each request brings its limits (lsp.py), which tests change per call.
+-- Nothing to set: each request brings its limits (tools/_lsp.py), which tests change per call.
 function L.setup() end
 
 function L.stop()

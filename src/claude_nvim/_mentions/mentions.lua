@@ -1,10 +1,10 @@
 -- claude_nvim.mentions: the user's commands that send a selection or a file to Claude as an
 -- @-mention: :ClaudeNvimSend (the selected lines, or this line) and :ClaudeNvimAdd {path}
--- [start] [end]. Lifecycle: setup(opts) / stop(); opts (from mentions.py): event.
+-- [start] [end]. Lifecycle: setup(opts) / stop(); opts (from MentionsFeature, beside it): event.
 local api = vim.api
 local core = require('claude_nvim.core')
 local M = {}
-local EVENT  -- set by M.setup, from mentions.py
+local EVENT  -- set by M.setup, from MentionsFeature
 
 local function warn(msg) core.tell(msg, 'WARN') end
 

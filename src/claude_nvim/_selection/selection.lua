@@ -1,11 +1,11 @@
 -- claude_nvim.selection: the selection's Neovim half. On each cursor or mode event it computes
 -- the selection of the active editor and sends it to the server with a leading+trailing
 -- throttle; it also answers the selection tools (M.current, M.latest, M.slice).
--- Lifecycle: setup(opts) / stop(); opts (from selection.py): cap, window_ms, lua_rows, event.
+-- Lifecycle: setup(opts) / stop(); opts (from SelectionFeature): cap, window_ms, lua_rows, event.
 local api = vim.api
 local core = require('claude_nvim.core')
 local M = {}
-local CAP, WINDOW_MS, LUA_ROWS, EVENT  -- set by M.setup, from selection.py
+local CAP, WINDOW_MS, LUA_ROWS, EVENT  -- set by M.setup, from SelectionFeature
 local VISUAL = { v = 'v', V = 'V', ['\22'] = '\22', s = 'v', S = 'V', ['\19'] = '\22' }
 
 local function line_at(buf, row)
