@@ -398,9 +398,19 @@ async def test_checkhealth_shows_the_doctors_checks(user, claude_dir):
     assert f"OK {sys.executable} -m claude_nvim (opts.cmd)" in text
     assert "OK claude-nvim 0." in text and f"at {sys.executable}" in text
     assert f"at {claude_dir / 'bin' / 'claude'}" in text  # the stand-in, on PATH
-    assert f", running at {user.address}" in text
-    assert "no claude-nvim server runs for it yet" in text
+    version = await user.exec_lua("local v = vim.version() "
+                                  "return ('%d.%d.%d'):format(v.major, v.minor, v.patch)")
+    # Neovim's state once, as this Neovim has it; the doctor checks the rest.
+    assert text.count("Neovim ") == 1 and f"OK Neovim {version}, this one" in text
+    assert "OK no claude-nvim server runs for it yet (:ClaudeNvim starts one)" in text
     assert "ERROR" not in text, text
+    async with running_app(user.address, lock_directory=claude_dir / "ide") as app, \
+            mcp_client(app.port, app.token):
+        await eventually(user, "return require('claude_nvim').status() ~= ''")
+        await user.request("nvim_command", "checkhealth claude_nvim")
+        text = "\n".join(await user.request("nvim_buf_get_lines", 0, 0, -1, False))
+    assert f"OK a claude-nvim server runs for it on port {app.port}, 1 Claude(s) connected" in (
+        text)
 
 
 async def test_checkhealth_gives_advice_for_what_is_missing(claude_dir, monkeypatch):
