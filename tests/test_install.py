@@ -1,0 +1,75 @@
+"""Getting claude-nvim: README's lazy.nvim specs as lazy.nvim loads them."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from claude_nvim.headless import headless_nvim
+from claude_nvim.testing import attached_editor
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def readme_lazy_specs() -> list[str]:
+    """README's lazy.nvim specs for this plugin: its ```lua blocks that are one."""
+    blocks = re.findall(r"^```lua\n(.*?)^```$", (ROOT / "README.md").read_text(), re.M | re.S)
+    return [b for b in blocks if re.match(r'\{\s*"<owner>/claude-nvim"', b)]
+
+
+# lazy.nvim's start-up for one spec, as lazy/core/plugin.lua and loader.lua do it: a plugin
+# with no `lazy` is lazy when the user's defaults say so or it has a trigger (event, keys, ft,
+# cmd); a lazy one has only lazy's command stubs (spec.cmd) until a trigger fires; the others
+# are on 'runtimepath' with their plugin/ files sourced and `opts` given to setup().
+LAZY_START = """
+local text, defaults_lazy, root = ...
+local spec = assert(loadstring('return ' .. text))()
+local lazy = spec.lazy
+if lazy == nil then
+  lazy = (defaults_lazy or spec.event or spec.keys or spec.ft or spec.cmd) and true or false
+end
+if lazy then
+  local cmds = type(spec.cmd) == 'table' and spec.cmd or { spec.cmd }
+  for _, name in ipairs(cmds) do vim.api.nvim_create_user_command(name, '', {}) end
+  return
+end
+vim.opt.rtp:prepend(root)
+for _, file in ipairs(vim.fn.glob(root .. '/plugin/**/*.lua', false, true)) do
+  vim.cmd.source(vim.fn.fnameescape(file))
+end
+if spec.opts ~= nil or spec.config == true then require('claude_nvim').setup(spec.opts or {}) end
+"""
+
+COMMANDS = """local names = vim.tbl_filter(function(n) return n:match('^ClaudeNvim') end,
+  vim.tbl_keys(vim.api.nvim_get_commands({ builtin = false })))
+table.sort(names)
+return names"""
+
+
+async def commands_of(args: tuple[str, ...]) -> list[str]:
+    with headless_nvim(args=args) as (address, _process):
+        async with attached_editor(address) as nvim:
+            names: list[str] = await nvim.exec_lua(COMMANDS)
+            return names
+
+
+@pytest.mark.parametrize("defaults_lazy", [False, True], ids=["defaults", "defaults_lazy"])
+@pytest.mark.parametrize("spec", readme_lazy_specs(), ids=["minimal", "full"])
+async def test_each_readme_lazy_spec_has_commands_and_health_from_start_up(spec, defaults_lazy,
+                                                                           tmp_path):
+    loaded = await commands_of(("--clean", "--cmd", f"set runtimepath^={ROOT}"))
+    assert "ClaudeNvim" in loaded and "ClaudeNvimInstall" in loaded
+    with headless_nvim(cwd=tmp_path, args=("--clean",)) as (address, _process):
+        async with attached_editor(address) as nvim:
+            await nvim.exec_lua(LAZY_START, spec, defaults_lazy, str(ROOT))
+            assert await nvim.exec_lua(COMMANDS) == loaded
+            await nvim.request("nvim_command", "checkhealth claude_nvim")
+            text = "\n".join(await nvim.request("nvim_buf_get_lines", 0, 0, -1, False))
+    assert "No healthcheck found" not in text and "claude-nvim" in text, text
+
+
+def test_readme_shows_both_specs():
+    """The test above reads them; a reworded README must not leave it checking nothing."""
+    assert len(readme_lazy_specs()) == 2
