@@ -1,11 +1,18 @@
-"""Getting claude-nvim: README's lazy.nvim specs as lazy.nvim loads them."""
+"""Getting claude-nvim: README's lazy.nvim specs as lazy.nvim loads them, and the private install
+(install.py, which build.lua and :ClaudeNvimInstall run) with tool packages from elsewhere, on a
+Python without ensurepip (stock Debian and Ubuntu)."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import trio
 
 from claude_nvim.headless import headless_nvim
 from claude_nvim.testing import attached_editor
@@ -73,3 +80,49 @@ async def test_each_readme_lazy_spec_has_commands_and_health_from_start_up(spec,
 def test_readme_shows_both_specs():
     """The test above reads them; a reworded README must not leave it checking nothing."""
     assert len(readme_lazy_specs()) == 2
+
+
+# What Debian and Ubuntu's python3 is without python3-venv: `-m ensurepip` fails.
+NO_ENSUREPIP = 'raise ImportError("No module named ensurepip (as on stock Debian)")\n'
+
+
+async def test_install_puts_tool_packages_from_elsewhere_in_the_private_venv(
+        tmp_path, monkeypatch):
+    """:ClaudeNvimInstall with opts.packages = { a tool package outside this checkout }, and a
+    Python without ensurepip: the private claude-nvim lists the package's tools."""
+    package = tmp_path / "elsewhere" / "my-tools"
+    shutil.copytree(ROOT / "plugins_example", package,
+                    ignore=shutil.ignore_patterns(".tox", "build", "*.egg-info", "__pycache__"))
+    stub = tmp_path / "no-ensurepip" / "ensurepip"
+    stub.mkdir(parents=True)
+    (stub / "__init__.py").write_text(NO_ENSUREPIP)
+    python = tmp_path / "python3-debian"
+    python.write_text(f"#!/bin/sh\nPYTHONPATH={stub.parent} exec {sys.executable} \"$@\"\n")
+    python.chmod(0o755)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    venv = tmp_path / "data" / "nvim" / "claude-nvim" / "venv"
+    index = os.environ.get("PIP_INDEX_URL") or "https://pypi.org/simple/"
+    opts = f"{{ python = '{python}', packages = {{ '{package}' }} }}"
+    args = ("--clean", "--cmd", f"set runtimepath^={ROOT}",
+            "--cmd", f"lua require('claude_nvim').setup({opts})")
+    with headless_nvim(cwd=tmp_path, args=args) as (address, _process):
+        async with attached_editor(address) as nvim:
+            await nvim.request("nvim_command", "ClaudeNvimInstall")
+            with trio.fail_after(600):
+                while not re.search(r"installed in|failed", messages := await nvim.exec_lua(
+                        "return vim.api.nvim_exec2('messages', {output = true}).output")):
+                    await trio.sleep(0.2)
+    assert messages.splitlines() == [
+        f"claude-nvim: creating a venv in {venv} (Python {sys.version.split()[0]})",
+        f"claude-nvim: getting pip from {index} (this Python has no ensurepip)",
+        f"claude-nvim: installing claude-nvim from {ROOT}, {package} (pip)",
+        f"claude-nvim: claude-nvim {version()} installed in {venv}"], messages
+    tools = subprocess.run([venv / "bin" / "claude-nvim", "tools"], capture_output=True,
+                           text=True, timeout=60)
+    assert re.search(r"bufferStats .*claude-nvim-example", tools.stdout), tools.stdout
+    assert re.search(r"gitHunks .*claude-nvim-example", tools.stdout), tools.stdout
+
+
+def version() -> str:
+    from claude_nvim import __version__
+    return __version__

@@ -508,22 +508,26 @@ def test_build_lua_makes_the_private_install(tmp_path):
     driver.write_text(LAZY_LIKE.replace("BUILD", str(ROOT / "build.lua")))
     lazy = subprocess.run([find_nvim(), "--clean", "--headless", "-c", f"luafile {driver}",
                            "-c", "qa!"], env=env, capture_output=True, text=True, timeout=600)
-    assert lazy.stdout.splitlines() == [
-        "installing claude-nvim", f"installing claude-nvim from {ROOT} (pip)",
+    assert lazy.stdout.splitlines() == [  # one line per step
+        f"installing claude-nvim from {ROOT} (pip)",
         f"{version.stdout.strip()} installed in {venv}", "done"], lazy.stdout + lazy.stderr
 
 
-# Drive build.lua as lazy.nvim does (loadfile, then call it in a coroutine resumed from the
-# event loop); show what it yields (once each); say "done" when it ends.
+# Drive build.lua as lazy.nvim does: loadfile, then call it in a coroutine resumed from the
+# event loop (a libuv check handle, through vim.schedule), logging every value it yields (lazy's
+# log gets a line for each); say "done" when it ends.
 LAZY_LIKE = r"""
-local task, shown = coroutine.create(function() assert(loadfile('BUILD'))() end), {}
-while coroutine.status(task) ~= 'dead' do
+local log, finished = {}, false
+local task = coroutine.create(function() assert(loadfile('BUILD'))() end)
+local check = assert((vim.uv or vim.loop).new_check())
+check:start(vim.schedule_wrap(function()
+  if finished then return end
   local ok, msg = coroutine.resume(task)
-  assert(ok, msg)
-  if msg and msg ~= shown[#shown] then shown[#shown + 1] = msg end
-  vim.wait(20)
-end
-io.stdout:write(table.concat(shown, '\n') .. '\ndone\n')
+  if not ok then log[#log + 1] = 'error: ' .. tostring(msg) elseif msg then log[#log + 1] = msg end
+  if coroutine.status(task) == 'dead' then finished = true; check:stop() end
+end))
+vim.wait(600000, function() return finished end, 10)
+io.stdout:write(table.concat(log, '\n') .. '\ndone\n')
 """
 
 
