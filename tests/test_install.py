@@ -1,6 +1,6 @@
-"""Getting claude-nvim: README's lazy.nvim specs as lazy.nvim loads them, and the private install
-(install.py, which build.lua and :ClaudeNvimInstall run) with tool packages from elsewhere, on a
-Python without ensurepip (stock Debian and Ubuntu)."""
+"""Getting claude-nvim: the lazy.nvim specs README and the tool guide show, as lazy.nvim loads
+them, and the private install (install.py, which build.lua and :ClaudeNvimInstall run) with tool
+packages from elsewhere, on a Python without ensurepip (stock Debian and Ubuntu)."""
 
 from __future__ import annotations
 
@@ -20,9 +20,14 @@ from claude_nvim.testing import attached_editor
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def readme_lazy_specs() -> list[str]:
-    """README's lazy.nvim specs for this plugin: its ```lua blocks that are one."""
-    blocks = re.findall(r"^```lua\n(.*?)^```$", (ROOT / "README.md").read_text(), re.M | re.S)
+SPECS_IN = ["README.md", "docs/plugins.md"]
+
+
+def lazy_specs() -> list[str]:
+    """The lazy.nvim specs for this plugin that README and the tool guide show: their ```lua
+    blocks that are one."""
+    blocks = [b for doc in SPECS_IN
+              for b in re.findall(r"^```lua\n(.*?)^```$", (ROOT / doc).read_text(), re.M | re.S)]
     return [b for b in blocks if re.match(r'\{\s*"<owner>/claude-nvim"', b)]
 
 
@@ -63,8 +68,8 @@ async def commands_of(args: tuple[str, ...]) -> list[str]:
 
 
 @pytest.mark.parametrize("defaults_lazy", [False, True], ids=["defaults", "defaults_lazy"])
-@pytest.mark.parametrize("spec", readme_lazy_specs(), ids=["minimal", "full"])
-async def test_each_readme_lazy_spec_has_commands_and_health_from_start_up(spec, defaults_lazy,
+@pytest.mark.parametrize("spec", lazy_specs(), ids=["minimal", "full", "packages"])
+async def test_each_lazy_spec_shown_has_commands_and_health_from_start_up(spec, defaults_lazy,
                                                                            tmp_path):
     loaded = await commands_of(("--clean", "--cmd", f"set runtimepath^={ROOT}"))
     assert "ClaudeNvim" in loaded and "ClaudeNvimInstall" in loaded
@@ -77,9 +82,9 @@ async def test_each_readme_lazy_spec_has_commands_and_health_from_start_up(spec,
     assert "No healthcheck found" not in text and "claude-nvim" in text, text
 
 
-def test_readme_shows_both_specs():
-    """The test above reads them; a reworded README must not leave it checking nothing."""
-    assert len(readme_lazy_specs()) == 2
+def test_the_specs_are_found():
+    """The test above reads them; reworded docs must not leave it checking nothing."""
+    assert len(lazy_specs()) == 3
 
 
 # What Debian and Ubuntu's python3 is without python3-venv: `-m ensurepip` fails.
