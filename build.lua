@@ -1,12 +1,14 @@
 -- Make claude-nvim's private install (a venv under stdpath('data')/claude-nvim/ holding this
--- checkout). lazy.nvim runs this file by itself, in a coroutine (coroutine.yield(msg) shows
--- progress); other plugin managers' build hooks, or you, run `nvim -l build.lua [python]` in
--- this directory. The Python: that argument, else opts.python (lazy.nvim's spec, or
--- vim.g.claude_nvim_opts.python), else $CLAUDE_NVIM_PYTHON, else python3.13 ... python3.
+-- checkout and opts.packages; install.py does it) and the help tags. lazy.nvim runs this file
+-- by itself, in a coroutine: each step is yielded once (one line in lazy's log). Other plugin
+-- managers' build hooks, or you, run `nvim -l build.lua [python]` in this directory. The
+-- options: python is that argument, else opts.python; both it and opts.packages come from
+-- lazy.nvim's spec, else vim.g.claude_nvim_opts (setup() sets it), else $CLAUDE_NVIM_PYTHON.
 local root = vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':p:h')
 local install = dofile(root .. '/lua/claude_nvim/install.lua')
 
-local function spec_python()
+-- This plugin's opts in lazy.nvim's spec, when lazy.nvim runs us.
+local function spec_opts()
   local ok, config = pcall(require, 'lazy.core.config')
   if not ok then return nil end
   for _, plugin in pairs(config.plugins or {}) do
@@ -14,28 +16,31 @@ local function spec_python()
       local got, opts = pcall(function()
         return require('lazy.core.plugin').values(plugin, 'opts', false)
       end)
-      return got and type(opts) == 'table' and opts.python or nil
+      return got and type(opts) == 'table' and opts or nil
     end
   end
   return nil
 end
 
-local opts = vim.g.claude_nvim_opts
-local python = (_G.arg and _G.arg[1]) or spec_python() or (type(opts) == 'table' and opts.python)
-  or os.getenv('CLAUDE_NVIM_PYTHON')
+local opts = spec_opts() or vim.g.claude_nvim_opts
+opts = type(opts) == 'table' and opts or {}
+local python = (_G.arg and _G.arg[1]) or opts.python or os.getenv('CLAUDE_NVIM_PYTHON')
 if python == '' or python == vim.NIL then python = nil end
+opts = { python = python, packages = opts.packages }
+
+pcall(vim.cmd.helptags, vim.fn.fnameescape(root .. '/doc'))  -- :help claude-nvim
 
 local co, main = coroutine.running()  -- LuaJIT: nil on the main thread; Lua 5.2+: main, true
-if co == nil or main then  -- nvim -l build.lua: no one resumes us, so wait for each step
-  local ok, message = install.install(python, install.run_sync, function(msg)
-    io.stdout:write('claude-nvim: ', msg, '\n')
-  end)
-  io.stdout:write('claude-nvim: ', message, '\n')
-  if not ok then os.exit(1) end
+if co == nil or main then  -- nvim -l build.lua: no one resumes us; wait for the install
+  local outcome
+  install.install(opts, function(line) io.stdout:write('claude-nvim: ', line, '\n') end,
+    function(ok, why) outcome = { ok, why } end)
+  vim.wait(30 * 60 * 1000, function() return outcome ~= nil end, 50)
+  if not (outcome and outcome[1]) then
+    io.stderr:write('claude-nvim: ', outcome and outcome[2] or 'the install timed out', '\n')
+    os.exit(1)
+  end
 else
-  local current = 'installing claude-nvim'
-  local ok, message = install.install(python, install.run_yielding(function() return current end),
-    function(msg) current = msg; coroutine.yield(msg) end)
-  if not ok then error(message) end
-  coroutine.yield(message)
+  local ok, why = install.install_yielding(opts, 'abort')
+  if not ok then error(why) end
 end

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import importlib
 import re
+import shutil
+import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
 import pytest
+
+from claude_nvim.headless import find_nvim, headless_nvim
+from claude_nvim.testing import attached_editor
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -91,3 +96,87 @@ async def test_the_documented_tools_load_and_answer(documented_plugins, app, nvi
         assert {"wordCount", "countBuffers"} <= listed
         buffers = len(await nvim.request("nvim_list_bufs"))
         assert await model.call_json("countBuffers") == {"buffers": buffers}
+
+
+# :help claude-nvim (doc/claude-nvim.txt) names everything a user can reach: each command (as
+# Neovim has them once the plugin is loaded), each option (from the plugin's defaults table),
+# each ClaudeNvim* name in the plugin's and the server's code (User autocmds, commands the
+# server defines), status() and setup(), each with its own help tag.
+HELP = ROOT / "doc" / "claude-nvim.txt"
+
+
+def help_tags() -> set[str]:
+    return set(re.findall(r"\*([^*\s]+)\*", HELP.read_text()))
+
+
+def plugin_options() -> list[str]:
+    """The dotted names in the plugin's defaults table (nil ones too, which Lua would drop)."""
+    source = (ROOT / "lua" / "claude_nvim" / "init.lua").read_text()
+    found = re.search(r"^local defaults = (\{.*?^\})", source, re.M | re.S)
+    assert found, "lua/claude_nvim/init.lua has no `local defaults = { ... }`"
+    table = re.sub(r"--[^\n]*", "", found.group(1))  # comments
+    table = re.sub(r"'[^']*'|\"[^\"]*\"", "''", table)  # strings
+    names: list[str] = []
+    stack: list[str | None] = []
+    for token in re.finditer(r"(\w+)\s*=(?!=)\s*(\{)?|(\{)|(\})", table):
+        key, opens, bare, closes = token.groups()
+        if key:
+            names.append(".".join([k for k in stack if k] + [key]))
+            if opens:
+                stack.append(key)
+        elif bare:
+            stack.append(None)
+        elif closes:
+            stack.pop()
+    return names
+
+
+def test_the_options_are_read_from_the_defaults():
+    assert {"cmd", "python", "terminal.position", "diff.open_in"} <= set(plugin_options())
+
+
+def names_in_code() -> set[str]:
+    files = [*ROOT.glob("lua/**/*.lua"), *ROOT.glob("plugin/**/*.lua"),
+             *ROOT.glob("src/**/*.lua"), *ROOT.glob("src/**/*.py")]
+    return {name for f in files for name in re.findall(r"\bClaudeNvim\w*", f.read_text())}
+
+
+async def test_the_help_names_every_command_option_and_event(tmp_path):
+    async def commands(*args: str) -> set[str]:
+        with headless_nvim(cwd=tmp_path, args=("--clean", *args)) as (address, _process):
+            async with attached_editor(address) as nvim:
+                return set(await nvim.exec_lua(
+                    "return vim.tbl_keys(vim.api.nvim_get_commands({ builtin = false }))"))
+
+    # The plugin's: those it adds to Neovim's own (netrw's, :Man, ...).
+    commands = await commands("--cmd", f"set runtimepath^={ROOT}") - await commands()
+    assert "ClaudeNvim" in commands
+    tags = help_tags()
+    missing = [f":{c}" for c in commands if f":{c}" not in tags]
+    missing += [f"claude-nvim-opts.{o}" for o in plugin_options()
+                if f"claude-nvim-opts.{o}" not in tags]
+    missing += [n for n in names_in_code() if n not in tags and f":{n}" not in tags]
+    missing += [t for t in ("claude-nvim-status()", "claude-nvim-setup()") if t not in tags]
+    assert not missing, f"doc/claude-nvim.txt has no help tag for {sorted(missing)}"
+
+
+def test_the_help_tags_are_made_and_found(tmp_path):
+    """:helptags makes the tags (no duplicate, as lazy.nvim and build.lua run it) and :help finds
+    the pages."""
+    shutil.copytree(ROOT / "doc", tmp_path / "doc", ignore=shutil.ignore_patterns("tags"))
+    script = tmp_path / "help.lua"
+    script.write_text(f"""
+vim.opt.rtp:prepend('{tmp_path}')
+vim.cmd.helptags('{tmp_path / "doc"}')
+for _, topic in ipairs({{ 'claude-nvim', ':ClaudeNvimInstall', 'claude-nvim-opts.packages' }}) do
+  vim.cmd.help(topic)
+  io.stdout:write(topic, ' ', vim.fn.expand('%:t'), '\\n')
+  vim.cmd.helpclose()
+end
+""")
+    done = subprocess.run([find_nvim(), "--clean", "--headless", "-l", str(script)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert done.stdout.splitlines() == [
+        "claude-nvim claude-nvim.txt", ":ClaudeNvimInstall claude-nvim.txt",
+        "claude-nvim-opts.packages claude-nvim.txt"]

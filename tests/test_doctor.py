@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 
@@ -120,12 +121,33 @@ async def test_json_for_programs_names_the_server_of_a_neovim(nvim_address, app,
 
 
 def test_json_gives_each_problem_its_fix(tmp_path):
-    done = doctor(tmp_path, "--json", "--nvim", "x", "--nvim-state", "[0, 9, 5, null, 0]",
+    old = tmp_path / "old-nvim"
+    old.write_text("#!/bin/sh\necho NVIM v0.9.5\n")
+    old.chmod(0o755)
+    done = doctor(tmp_path, "--json", CLAUDE_NVIM_NVIM=str(old),
                   CLAUDE_NVIM_CLAUDE="no-such-claude-here")
     assert done.returncode == 1
     report = json.loads(done.stdout)
     failed = [c for c in report["checks"] if not c["ok"]]
     assert report["ok"] is False and [c["what"] for c in failed] == [
-        "Neovim 0.9.5, running at x", "`claude` is not on PATH"]
+        f"Neovim 0.9.5, nvim at {old}", "`claude` is not on PATH"]
     assert failed[0]["fix"] == "claude-nvim needs Neovim 0.10 or newer"
-    assert "no claude-nvim server runs for it yet" in " ".join(c["what"] for c in report["checks"])
+
+
+def test_without_neovim_the_doctor_checks_the_rest(tmp_path):
+    """The plugin's :checkhealth reports its Neovim itself, and asks the doctor for the rest."""
+    done = doctor(tmp_path, "--json", "--no-nvim", NVIM="/nonexistent/nvim.sock",
+                  CLAUDE_NVIM_NVIM="/nonexistent/nvim")
+    report = json.loads(done.stdout)
+    assert report["ok"] is True and done.returncode == 0, done.stdout
+    assert not any("Neovim" in c["what"] or "nvim at" in c["what"] for c in report["checks"])
+    assert any(c["what"].startswith("claude 2.1.330") for c in report["checks"])
+
+
+@pytest.mark.parametrize("args", [["--nvim-state", "[0, 9"], ["--nvim", "x", "--no-nvim"]])
+def test_bad_options_get_one_line_not_a_traceback(tmp_path, args):
+    done = doctor(tmp_path, *args)
+    assert done.returncode == 2 and done.stdout == ""
+    last = done.stderr.splitlines()[-1]  # after argparse's usage
+    assert "Traceback" not in done.stderr and re.match(r"claude-nvim( doctor)?: error: ", last), (
+        done.stderr)

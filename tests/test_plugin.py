@@ -394,9 +394,19 @@ async def test_checkhealth_shows_the_doctors_checks(user, claude_dir):
     assert f"OK {sys.executable} -m claude_nvim (opts.cmd)" in text
     assert "OK claude-nvim 0." in text and f"at {sys.executable}" in text
     assert f"at {claude_dir / 'bin' / 'claude'}" in text  # the stand-in, on PATH
-    assert f", running at {user.address}" in text
-    assert "no claude-nvim server runs for it yet" in text
+    version = await user.exec_lua("local v = vim.version() "
+                                  "return ('%d.%d.%d'):format(v.major, v.minor, v.patch)")
+    # Neovim's state once, as this Neovim has it; the doctor checks the rest.
+    assert text.count("Neovim ") == 1 and f"OK Neovim {version}, this one" in text
+    assert "OK no claude-nvim server runs for it yet (:ClaudeNvim starts one)" in text
     assert "ERROR" not in text, text
+    async with running_app(user.address, lock_directory=claude_dir / "ide") as app, \
+            mcp_client(app.port, app.token):
+        await eventually(user, "return require('claude_nvim').status() ~= ''")
+        await user.request("nvim_command", "checkhealth claude_nvim")
+        text = "\n".join(await user.request("nvim_buf_get_lines", 0, 0, -1, False))
+    assert f"OK a claude-nvim server runs for it on port {app.port}, 1 Claude(s) connected" in (
+        text)
 
 
 async def test_checkhealth_gives_advice_for_what_is_missing(claude_dir, monkeypatch):
@@ -494,22 +504,26 @@ def test_build_lua_makes_the_private_install(tmp_path):
     driver.write_text(LAZY_LIKE.replace("BUILD", str(ROOT / "build.lua")))
     lazy = subprocess.run([find_nvim(), "--clean", "--headless", "-c", f"luafile {driver}",
                            "-c", "qa!"], env=env, capture_output=True, text=True, timeout=600)
-    assert lazy.stdout.splitlines() == [
-        "installing claude-nvim", f"installing claude-nvim from {ROOT} (pip)",
+    assert lazy.stdout.splitlines() == [  # one line per step
+        f"installing claude-nvim from {ROOT} (pip)",
         f"{version.stdout.strip()} installed in {venv}", "done"], lazy.stdout + lazy.stderr
 
 
-# Drive build.lua as lazy.nvim does (loadfile, then call it in a coroutine resumed from the
-# event loop); show what it yields (once each); say "done" when it ends.
+# Drive build.lua as lazy.nvim does: loadfile, then call it in a coroutine resumed from the
+# event loop (a libuv check handle, through vim.schedule), logging every value it yields (lazy's
+# log gets a line for each); say "done" when it ends.
 LAZY_LIKE = r"""
-local task, shown = coroutine.create(function() assert(loadfile('BUILD'))() end), {}
-while coroutine.status(task) ~= 'dead' do
+local log, finished = {}, false
+local task = coroutine.create(function() assert(loadfile('BUILD'))() end)
+local check = assert((vim.uv or vim.loop).new_check())
+check:start(vim.schedule_wrap(function()
+  if finished then return end
   local ok, msg = coroutine.resume(task)
-  assert(ok, msg)
-  if msg and msg ~= shown[#shown] then shown[#shown + 1] = msg end
-  vim.wait(20)
-end
-io.stdout:write(table.concat(shown, '\n') .. '\ndone\n')
+  if not ok then log[#log + 1] = 'error: ' .. tostring(msg) elseif msg then log[#log + 1] = msg end
+  if coroutine.status(task) == 'dead' then finished = true; check:stop() end
+end))
+vim.wait(600000, function() return finished end, 10)
+io.stdout:write(table.concat(log, '\n') .. '\ndone\n')
 """
 
 

@@ -1,23 +1,30 @@
--- :checkhealth claude_nvim: `claude-nvim doctor --json` (the one place the checks are made),
--- run by the claude-nvim this plugin runs, against this Neovim.
+-- :checkhealth claude_nvim: this Neovim reports its own state (its version, its server), and
+-- `claude-nvim doctor --json --no-nvim`, run by the claude-nvim this plugin runs, checks the
+-- rest (Python, claude, the lock directory, the tools). The doctor cannot ask this Neovim: it
+-- waits for the doctor.
 local M = {}
 
 function M.check()
   local health = vim.health
+  local plugin = require('claude_nvim')
   health.start('claude-nvim')
-  local cmd, where = require('claude_nvim').command()
+  local v = vim.version()
+  local neovim = ('Neovim %d.%d.%d, this one'):format(v.major, v.minor, v.patch)
+  if vim.fn.has('nvim-0.10') == 1 then
+    health.ok(neovim)
+  else
+    health.error(neovim, { 'claude-nvim needs Neovim 0.10 or newer' })
+  end
+  local info = plugin.server()
+  health.ok(info and ('a claude-nvim server runs for it on port %d, %d Claude(s) connected')
+    :format(info.port, tonumber(info.clients) or 0)
+    or 'no claude-nvim server runs for it yet (:ClaudeNvim starts one)')
+  local cmd, where = plugin.command()
   if cmd == nil then
     return health.error('no claude-nvim to run', { where })
   end
   health.ok(table.concat(cmd, ' ') .. ' (' .. where .. ')')
-  -- This Neovim cannot answer the doctor while it waits for it: it gives its state (as the
-  -- doctor's RUNNING_LUA would find it) on the command line.
-  local v, info = vim.version(), require('claude_nvim').server()
-  local state = { v.major, v.minor, v.patch, info and info.port or vim.NIL,
-                  info and info.clients or 0 }
-  local doctor = vim.list_extend(vim.deepcopy(cmd), { 'doctor', '--json', '--nvim',
-    vim.v.servername ~= '' and vim.v.servername or 'this Neovim',
-    '--nvim-state', vim.json.encode(state) })
+  local doctor = vim.list_extend(vim.deepcopy(cmd), { 'doctor', '--json', '--no-nvim' })
   local ok, result = pcall(function() return vim.system(doctor, { text = true }):wait(30000) end)
   local found = ok and result.code ~= nil and pcall(vim.json.decode, result.stdout or '')
   if not found then

@@ -9,6 +9,7 @@ local M = {}
 local defaults = {
   cmd = nil,      -- the claude-nvim to run (a string or a list); nil: the private install, PATH
   python = nil,   -- the Python for the private install; nil: python3.13 ... python3.11, python3
+  packages = {},  -- tool packages for the private install too (pip specs: paths, git+https://)
   terminal = { position = 'right', size = 0.4 },  -- right left bottom top float tab; <1: a share
   diff = { open_in = 'tab', keep_focus = false },  -- open_in: 'tab' or 'current'
 }
@@ -17,7 +18,8 @@ M.config = vim.deepcopy(defaults)
 
 -- Publish the options the server's Lua reads (it runs without this plugin too).
 local function publish()
-  vim.g.claude_nvim_opts = { diff = M.config.diff, python = M.config.python }
+  vim.g.claude_nvim_opts = { diff = M.config.diff, python = M.config.python,
+                             packages = M.config.packages }
 end
 
 --- Configure the plugin (lazy.nvim calls it with the spec's `opts`).
@@ -151,7 +153,7 @@ end
 
 --- :ClaudeNvimInstall: (re)make the private install, without blocking Neovim.
 function M.install()
-  require('claude_nvim.install').start(M.config.python)
+  require('claude_nvim.install').start(M.config)
 end
 
 publish()

@@ -1,5 +1,6 @@
--- The private install: a venv under stdpath('data')/claude-nvim/ with this checkout installed.
--- Run by build.lua (lazy.nvim's coroutine, or `nvim -l build.lua`) and :ClaudeNvimInstall.
+-- The private install: install.py, run by a Python 3.11+ found here, makes a venv under
+-- stdpath('data')/claude-nvim/ holding this checkout and opts.packages. Run by build.lua
+-- (lazy.nvim's coroutine, or `nvim -l build.lua`) and :ClaudeNvimInstall, never blocking Neovim.
 -- It needs nothing else of the plugin: build.lua loads it by its path.
 local M = {}
 
@@ -11,107 +12,111 @@ local VERSION = 'import sys; print("%d.%d.%d" % sys.version_info[:3]); '
 --- The venv of the private install.
 function M.venv() return vim.fn.stdpath('data') .. '/claude-nvim/venv' end
 
--- The last line of a command's output worth showing.
-local function last_line(result)
-  local text = vim.trim((result.stderr or '') ~= '' and result.stderr or (result.stdout or ''))
-  local lines = vim.split(text, '\n')
-  return lines[#lines] or ''
-end
-
--- A Python of 3.11 or newer: `python` if given (and it must be), else the first candidate.
-local function find_python(python, run)
-  local seen = {}
+-- Calls `done(path)` with the first Python of 3.11 or newer (`python` if given, and it must
+-- be), or `done(nil, advice)`.
+local function find_python(python, done)
+  local candidates, seen = {}, {}
   for _, name in ipairs(python and { python } or PYTHONS) do
     if vim.fn.executable(name) == 1 then
-      local result = run({ vim.fn.exepath(name), '-c', VERSION })
-      local version = vim.trim(result.stdout or '')
-      if result.code == 0 then return vim.fn.exepath(name), version end
-      seen[#seen + 1] = name .. ' ' .. (version ~= '' and version or '?')
+      candidates[#candidates + 1] = { name, vim.fn.exepath(name) }
     elseif python then
       seen[#seen + 1] = name .. ' (not found)'
     end
   end
-  return nil, 'claude-nvim needs Python 3.11 or newer (found: '
-    .. (#seen > 0 and table.concat(seen, ', ') or 'no python3') .. '). Install one (your '
-    .. 'package manager, https://www.python.org/downloads/ or `uv python install 3.12`)'
-    .. (python and '' or ', or name it in opts.python')
-end
-
---- Make the private install. `run(cmd)` runs a command to its end and returns vim.system's
---- result; `say(msg)` reports progress. Returns true and the installed version, or false and
---- what went wrong (one message saying what to do).
-function M.install(python, run, say)
-  local found, version = find_python(python, run)
-  if found == nil then return false, version end
-  local venv = M.venv()
-  local venv_python = venv .. '/bin/python'
-  if vim.fn.executable(venv_python) == 0 then
-    say('creating a venv in ' .. venv .. ' (Python ' .. version .. ')')
-    vim.fn.mkdir(vim.fn.fnamemodify(venv, ':h'), 'p')
-    local made = run({ found, '-m', 'venv', venv })
-    if made.code ~= 0 then
-      return false, found .. ' -m venv failed: ' .. last_line(made)
-        .. ' (on Debian/Ubuntu: apt install python3-venv)'
+  local function try(i)
+    local candidate = candidates[i]
+    if candidate == nil then
+      return done(nil, 'claude-nvim needs Python 3.11 or newer (found: '
+        .. (#seen > 0 and table.concat(seen, ', ') or 'no python3') .. '). Install one (your '
+        .. 'package manager, https://www.python.org/downloads/ or `uv python install 3.12`)'
+        .. (python and '' or ', or name it in opts.python'))
     end
+    vim.system({ candidate[2], '-c', VERSION }, { text = true }, vim.schedule_wrap(function(r)
+      if r.code == 0 then return done(candidate[2]) end
+      local version = vim.trim(r.stdout or '')
+      seen[#seen + 1] = candidate[1] .. ' ' .. (version ~= '' and version or '?')
+      try(i + 1)
+    end))
   end
-  say('installing claude-nvim from ' .. ROOT .. ' (pip)')
-  -- A local directory is always rebuilt and reinstalled: an update re-installs.
-  local installed = run({ venv_python, '-m', 'pip', 'install', '--disable-pip-version-check',
-                          '--quiet', '--upgrade', ROOT })
-  if installed.code ~= 0 then return false, 'pip install failed: ' .. last_line(installed) end
-  local check = run({ venv .. '/bin/claude-nvim', '--version' })
-  if check.code ~= 0 then return false, 'claude-nvim --version failed: ' .. last_line(check) end
-  return true, vim.trim(check.stdout) .. ' installed in ' .. venv
+  try(1)
 end
 
---- Run a command synchronously (`nvim -l build.lua`).
-function M.run_sync(cmd) return vim.system(cmd, { text = true }):wait() end
+-- A package as pip should get it: local paths absolute (pip reads them from its own cwd).
+local function package_spec(spec)
+  if spec:match('^[~./]') then
+    return (vim.fn.fnamemodify(vim.fn.expand(spec), ':p'):gsub('(.)/$', '%1'))
+  end
+  return spec
+end
 
---- Run a command inside a coroutine that someone resumes now and then (lazy.nvim's build
---- runner, or start()'s timer): it yields `msg` until the command is done, never blocking.
-function M.run_yielding(msg)
-  return function(cmd)
-    local done
-    vim.system(cmd, { text = true }, function(result) done = result end)
-    while not done do coroutine.yield(msg()) end
-    return done
+--- Make or update the private install with this checkout and `opts.packages`, with
+--- `opts.python` (else the first of python3.14 ... python3.11, python3). `on_step(line)` gets
+--- each step's line as it starts, the last one saying what was installed; `on_done(ok, why)`
+--- the outcome (why: what went wrong). Both run on Neovim's main loop. Returns a function that
+--- stops the install.
+function M.install(opts, on_step, on_done)
+  local process, stopped
+  find_python(opts.python, function(python, advice)
+    if python == nil then return on_done(false, advice) end
+    if stopped then return on_done(false, 'stopped') end
+    local cmd = { python, ROOT .. '/install.py', '--venv', M.venv() }
+    for _, spec in ipairs(opts.packages or {}) do
+      vim.list_extend(cmd, { '--package', package_spec(spec) })
+    end
+    local pending = ''
+    process = vim.system(cmd, {
+      text = true,
+      stdout = function(_, data)  -- whole lines only: a step is one line
+        pending = pending .. (data or '')
+        while true do
+          local line, rest = pending:match('^(.-)\n(.*)$')
+          if line == nil then break end
+          pending = rest
+          vim.schedule(function() on_step(line) end)
+        end
+      end,
+    }, vim.schedule_wrap(function(result)
+      if result.code == 0 then return on_done(true) end
+      local lines = vim.split(vim.trim(result.stderr or ''), '\n')
+      local tail = table.concat(lines, '\n', math.max(1, #lines - 19))  -- pip's say, then ours
+      on_done(false, tail ~= '' and tail or ('install.py exited with ' .. result.code))
+    end))
+  end)
+  return function()
+    stopped = true
+    if process then process:kill('sigterm') end
+  end
+end
+
+--- The same, in a coroutine that someone resumes now and then (lazy.nvim's build runner): it
+--- yields each step's line once and nothing while a step runs. `aborted` is what a resume
+--- passes to stop it (lazy.nvim's "abort"). Returns true, or false and why.
+function M.install_yielding(opts, aborted)
+  local steps, outcome = {}, nil
+  local stop = M.install(opts, function(line) steps[#steps + 1] = line end,
+    function(ok, message) outcome = { ok, message } end)
+  while true do
+    if #steps > 0 then
+      local resumed = coroutine.yield(table.remove(steps, 1))
+      if resumed == aborted and aborted ~= nil then stop(); error('aborted') end
+    elseif outcome then
+      return outcome[1], outcome[2]
+    elseif coroutine.yield() == aborted and aborted ~= nil then
+      stop(); error('aborted')
+    end
   end
 end
 
 local running = false
 
---- :ClaudeNvimInstall: install in the background; progress and the outcome as notifications.
-function M.start(python)
+--- :ClaudeNvimInstall: install in the background; each step and the outcome as notifications.
+function M.start(opts)
   if running then return vim.notify('claude-nvim: the install runs already') end
   running = true
-  local shown
-  local current = 'installing claude-nvim'
-  local task = coroutine.create(function()
-    return M.install(python, M.run_yielding(function() return current end),
-      function(msg) current = msg; coroutine.yield(msg) end)
-  end)
-  local timer = assert((vim.uv or vim.loop).new_timer())
-  timer:start(0, 100, vim.schedule_wrap(function()
-    if coroutine.status(task) == 'dead' then return end
-    local resumed, a, b = coroutine.resume(task)
-    if coroutine.status(task) ~= 'dead' then
-      if resumed and a and a ~= shown then
-        shown = a
-        vim.notify('claude-nvim: ' .. a)
-      end
-      return
-    end
-    timer:stop()
-    timer:close()
+  M.install(opts, function(line) vim.notify('claude-nvim: ' .. line) end, function(ok, why)
     running = false
-    if not resumed then
-      vim.notify('claude-nvim: the install failed: ' .. tostring(a), vim.log.levels.ERROR)
-    elseif a then
-      vim.notify('claude-nvim: ' .. b)
-    else
-      vim.notify('claude-nvim: ' .. b, vim.log.levels.ERROR)
-    end
-  end))
+    if not ok then vim.notify('claude-nvim: the install failed: ' .. why, vim.log.levels.ERROR) end
+  end)
 end
 
 return M

@@ -93,10 +93,12 @@ def _parser() -> argparse.ArgumentParser:
         "doctor", parents=[logging_options],
         help="check Neovim, claude, the lock directory, plugins")
     doctor.set_defaults(command="doctor")
-    doctor.add_argument("--nvim", metavar="ADDR", help="Neovim's RPC address (default: $NVIM)")
+    which = doctor.add_mutually_exclusive_group()
+    which.add_argument("--nvim", metavar="ADDR", help="Neovim's RPC address (default: $NVIM)")
+    which.add_argument("--no-nvim", action="store_true",
+                       help="leave Neovim out (the Neovim plugin's :checkhealth reports its own)")
     doctor.add_argument("--json", action="store_true",
                         help="the checks as JSON, for programs (the Neovim plugin's :checkhealth)")
-    doctor.add_argument("--nvim-state", metavar="JSON", help=argparse.SUPPRESS)  # health.lua's
 
     tools = sub.add_parser(
         "tools", parents=[logging_options],

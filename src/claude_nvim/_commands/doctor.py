@@ -36,20 +36,20 @@ class Finding:
 
 
 def run(args: argparse.Namespace) -> int:
-    state = json.loads(args.nvim_state) if args.nvim_state else None
-    findings = check(args.nvim or os.environ.get("NVIM"), state)
+    findings = check(args.nvim or os.environ.get("NVIM"), neovim=not args.no_nvim)
     if args.json:
         return report_json(findings)
     return report(findings)
 
 
-def check(address: str | None, state: list[Any] | None = None) -> list[Finding]:
+def check(address: str | None, neovim: bool = True) -> list[Finding]:
     """What ``serve`` and ``claude`` need, checked; ``address`` is a running Neovim's.
 
-    ``state``: that Neovim's as :data:`RUNNING_LUA` gives it, when it cannot be asked (the
-    Neovim plugin's :checkhealth runs this while Neovim waits for it).
+    ``neovim=False`` leaves Neovim out: the Neovim plugin's :checkhealth reports its own Neovim
+    (which cannot answer us while it waits for this) and runs this for the rest.
     """
-    return [_itself(), *_neovim(address, state), _claude(), *_lock_dir(), *_plugins()]
+    return [_itself(), *(_neovim(address) if neovim else []), _claude(), *_lock_dir(),
+            *_plugins()]
 
 
 def _itself() -> Finding:
@@ -58,7 +58,7 @@ def _itself() -> Finding:
                          f"{sys.executable}")
 
 
-def _neovim(address: str | None, state: list[Any] | None) -> list[Finding]:
+def _neovim(address: str | None) -> list[Finding]:
     """A Neovim to serve: the running one at ``address``, or one ``serve --headless`` starts."""
     try:
         nvim: str | None = find_nvim()  # as serve --headless finds it
@@ -73,7 +73,7 @@ def _neovim(address: str | None, state: list[Any] | None) -> list[Finding]:
                 Finding(True, "no nvim on PATH: serve --headless cannot start one (install "
                               "Neovim, or set CLAUDE_NVIM_NVIM)")]
     if address:
-        findings += _running_neovim(address, state)
+        findings += _running_neovim(address)
     else:
         findings.append(Finding(True, "no running Neovim to check (no $NVIM): run this from a "
                                       "Neovim :terminal, or pass --nvim ADDR"))
@@ -100,7 +100,7 @@ def _version_finding(version: tuple[int, ...], where: str) -> Finding:
                    "" if good else "claude-nvim needs Neovim 0.10 or newer")
 
 
-def _running_neovim(address: str, state: list[Any] | None) -> list[Finding]:
+def _running_neovim(address: str) -> list[Finding]:
 
     async def version() -> list[Any]:
         editor = editor_for(address)
@@ -112,7 +112,7 @@ def _running_neovim(address: str, state: list[Any] | None) -> list[Finding]:
         return found
 
     try:
-        major, minor, patch, port, clients = state or trio.run(version)
+        major, minor, patch, port, clients = trio.run(version)
     except BaseException as exc:
         return [Finding(False, f"Neovim at {address} is not reachable ({leaf_errors(exc)[0]})",
                         "check the address: `:echo v:servername` in Neovim shows it")]
@@ -129,8 +129,7 @@ local alive = type(info) == 'table' and type(info.port) == 'number'
   and vim.api.nvim_get_chan_info(info.channel).id ~= nil
 return { v.major, v.minor, v.patch, alive and info.port or vim.NIL, alive and info.clients or 0 }
 """
-"""A running Neovim's version and its server (core.publish and core.clients keep it there);
-lua/claude_nvim/health.lua gives the same as --nvim-state."""
+"""A running Neovim's version and its server (core.publish and core.clients keep it there)."""
 
 
 def _claude() -> Finding:
