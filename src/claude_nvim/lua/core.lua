@@ -269,7 +269,7 @@ function M.reader()
 end
 
 -- opts: chan (the server's channel), max_file_bytes. M.modules, the modules the server
--- installed, is set when they are installed (lua_util.INSTALL_LUA).
+-- installed, is set when they are installed (lua_util.CLAIM_LUA).
 function M.setup(opts)
   M.chan = opts.chan
   M.max_file_bytes = opts.max_file_bytes or M.max_file_bytes
@@ -286,6 +286,18 @@ function M.setup(opts)
   api.nvim_create_autocmd({ 'DirChanged', 'LspAttach', 'LspDetach' }, {
     group = group, callback = folders_changed,
   })
+end
+
+-- The live server of this Neovim: its record (vim.g.claude_nvim_server: channel, pid, port,
+-- clients, and once ready `claude`, what a claude needs to connect), or nil. A server that died
+-- without cleaning up leaves its record behind: its channel is gone. The one test of "is a
+-- server here": the claim (lua_util.CLAIM_LUA), the Neovim plugin and the doctor all ask this.
+function M.live_server()
+  local info = vim.g.claude_nvim_server
+  if type(info) ~= 'table' or info.channel == nil then return nil end
+  -- A closed channel has no id (Neovim 0.10 gives its info as {[true] = 6}, not {}).
+  if api.nvim_get_chan_info(info.channel).id == nil then return nil end
+  return info
 end
 
 -- Listening on `port`: publish it to Neovim's environment so that `claude` started from any
@@ -313,6 +325,19 @@ function M.publish(port)
   for _, var in ipairs({ 'CLAUDE_CODE_SSE_PORT', 'ENABLE_IDE_INTEGRATION', 'FORCE_CODE_TERMINAL',
                          'no_proxy', 'NO_PROXY' }) do env[var] = vim.env[var] end
   return { pid = vim.fn.getpid(), folders = M.workspace_folders(), env = env }
+end
+
+-- Ready (the lock file is written): `claude` = {env, args}, what a claude started by anyone
+-- needs to use this server fully (its environment, and its command-line arguments: files the
+-- server wrote). Kept in the record and announced: `User ClaudeNvimServerReady`, data: the
+-- record. Whoever waits for a server waits for that.
+function M.ready(claude)
+  local info = vim.g.claude_nvim_server
+  if type(info) ~= 'table' then return end
+  info.claude = claude
+  vim.g.claude_nvim_server = info
+  pcall(api.nvim_exec_autocmds, 'User', { pattern = 'ClaudeNvimServerReady', data = info,
+                                         modeline = false })
 end
 
 -- Create the user commands {name = {fn, opts}} that do not exist yet (a Neovim plugin may
