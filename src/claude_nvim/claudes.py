@@ -45,6 +45,8 @@ class Terminal:
     buffer: int
     job_pid: int
     name: str = ""
+    label: str = ""
+    """What the Neovim plugin calls the Claude it runs there ("Claude 2"), if it does."""
 
 
 @dataclass
@@ -56,8 +58,10 @@ class Claude:
     terminal: Terminal | None = None
 
     def label(self) -> str:
-        """How the user knows this Claude: by its terminal (the name the Neovim plugin gives
-        it, ``claude-nvim://2``, else the buffer number), else by its pid."""
+        """How the user knows this Claude: by its terminal (the Neovim plugin's name for it,
+        ``Claude 2``, else the terminal's name or number), else by its pid."""
+        if self.terminal is not None and self.terminal.label:
+            return self.terminal.label
         if self.terminal is not None:
             name = self.terminal.name
             if name and not name.startswith("term://"):  # Neovim's own: long, with a pid

@@ -158,6 +158,14 @@ class MentionsFeature(Feature):
                                        self._nursery)
 
 
+class CommandsFeature(Feature):
+    """``claude_nvim.commands``: the user commands (:ClaudeNvimSend, :ClaudeNvimAdd,
+    :ClaudeNvimDiffAccept, :ClaudeNvimDiffDeny), defined once for the server and the Neovim
+    plugin: the server defines those the plugin has not."""
+
+    lua = shared_module("commands")
+
+
 class BufsyncFeature(Feature):
     """``claude_nvim.bufsync``: buffers follow their files. Claude Code writes files itself
     (its auto and acceptEdits modes, Bash): a loaded file buffer with no unsaved changes shows
@@ -173,4 +181,5 @@ def built_in(*, max_file_bytes: int, on_folders: Callable[[list[str]], None],
              diff_registry: diffs.DiffRegistry, outboxes: Outboxes) -> list[Feature]:
     """The features the App runs, in order: core first (the others' Lua requires it)."""
     return [CoreFeature(max_file_bytes, on_folders), LspFeature(), SelectionFeature(),
-            DiffsFeature(diff_registry), MentionsFeature(outboxes), BufsyncFeature()]
+            DiffsFeature(diff_registry), MentionsFeature(outboxes), CommandsFeature(),
+            BufsyncFeature()]

@@ -315,7 +315,8 @@ class App:
         if connection.client_pid is not None:
             with contextlib.suppress(Exception):
                 found = await self.editor.call_lua(mentions.MODULE, "terminals")
-                terminals = [Terminal(t["buf"], t["pid"], str(t.get("name", "")))
+                terminals = [Terminal(t["buf"], t["pid"], str(t.get("name", "")),
+                                      str(t.get("label") or ""))
                              for t in found if isinstance(t, dict)
                              and isinstance(t.get("buf"), int) and isinstance(t.get("pid"), int)]
         # In a thread: off Linux, a parent pid is a `ps` run away.

@@ -56,6 +56,33 @@ function M.is_editor(win)
     and not vim.b[buf].claude_nvim_proposal
 end
 
+-- The file windows the user was in, most recent first (a few: one may close).
+local editors = {}
+
+local function entered()
+  local win = api.nvim_get_current_win()
+  if not M.is_editor(win) then return end
+  for i = #editors, 1, -1 do
+    if editors[i] == win then table.remove(editors, i) end
+  end
+  table.insert(editors, 1, win)
+  editors[9] = nil
+end
+
+-- The user's editor window, by one rule: the current window if it is an editor, else the file
+-- window the user was in last (while the cursor is in Claude's terminal, say); nil when there
+-- is none. openFile opens files there, a diff beside Claude shows its file there,
+-- getOpenEditors and getCurrentSelection take its file as the active one, and the Neovim
+-- plugin goes back there from Claude.
+function M.editor_window()
+  local win = api.nvim_get_current_win()
+  if M.is_editor(win) then return win end
+  for _, last in ipairs(editors) do
+    if api.nvim_win_is_valid(last) and M.is_editor(last) then return last end
+  end
+  return nil
+end
+
 -- Whether vim.fs.normalize would leave `name` as it is (most buffer names): it costs 20 us a
 -- call, 20 ms for a thousand buffers.
 local function normal(name)
@@ -280,6 +307,12 @@ function M.setup(opts)
   api.nvim_create_autocmd({ 'BufReadPost', 'BufWritePost', 'FileChangedShellPost' }, {
     group = group, callback = function(ev) remember_mtime(ev.buf) end,
   })
+  editors = {}
+  local previous = vim.fn.win_getid(vim.fn.winnr('#'))
+  for _, win in ipairs({ previous, api.nvim_get_current_win() }) do
+    if win ~= 0 and M.is_editor(win) then table.insert(editors, 1, win) end
+  end
+  api.nvim_create_autocmd({ 'WinEnter', 'BufEnter' }, { group = group, callback = entered })
   local function folders_changed()
     vim.schedule(M.guard(function() M.notify('claude_nvim_folders', M.workspace_folders()) end))
   end
@@ -338,19 +371,6 @@ function M.ready(claude)
   vim.g.claude_nvim_server = info
   pcall(api.nvim_exec_autocmds, 'User', { pattern = 'ClaudeNvimServerReady', data = info,
                                          modeline = false })
-end
-
--- Create the user commands {name = {fn, opts}} that do not exist yet (a Neovim plugin may
--- have defined them at start-up); the names of those created, for stop() to delete.
-function M.create_commands(commands)
-  local created = {}
-  for name, spec in pairs(commands) do
-    if vim.fn.exists(':' .. name) ~= 2 then
-      api.nvim_create_user_command(name, spec[1], spec[2])
-      created[#created + 1] = name
-    end
-  end
-  return created
 end
 
 -- `count` Claudes are connected now, one more (`connected`) or one fewer: kept in
