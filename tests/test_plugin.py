@@ -19,7 +19,7 @@ import trio
 from claude_nvim.claudes import parent_pid
 from claude_nvim.errors import EditorError
 from claude_nvim.headless import find_nvim, headless_nvim
-from claude_nvim.testing import attached_editor, mcp_client
+from claude_nvim.testing import attached_editor, mcp_client, running_app
 from test_diffs import PendingDiff, diff_args, eventually
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -717,3 +717,16 @@ async def test_with_two_claudes_the_diff_window_bar_is_whole(user, claude_dir):
         assert bar[0].rstrip() == ":w accepts · :q rejects · proposal of Claude 2 for a.py"
         assert bar[1] <= 60  # half of the screen
         await user.request("nvim_command", "ClaudeNvimDiffDeny")
+
+
+async def test_a_plugin_loaded_while_a_server_runs_keeps_its_commands(nvim_address, nvim,
+                                                                     tmp_path):
+    # The server defined the commands first (no plugin then); lazy-loaded later, the plugin
+    # defines them its way, and the server leaves them when it stops.
+    async with running_app(nvim_address, lock_directory=tmp_path / "ide"):
+        await nvim.request("nvim_command", f"set runtimepath^={ROOT} | "
+                                           "runtime plugin/claude_nvim.lua")
+    assert await nvim.exec_lua("return vim.g.claude_nvim_server") is None
+    exists = await nvim.exec_lua("return vim.tbl_map(function(c) return vim.fn.exists(':' .. c) "
+                                 "end, {...})", *COMMANDS)
+    assert exists == [2] * len(COMMANDS)

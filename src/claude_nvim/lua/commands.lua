@@ -48,11 +48,12 @@ local function commands(how)
   }
 end
 
---- Define the commands that do not exist yet (see `commands` for `how`); their names.
+--- Define the commands (see `commands` for `how`) that do not exist yet, or all with
+--- `how.replace`; their names.
 function M.define(how)
   local defined = {}
   for name, spec in pairs(commands(how)) do
-    if vim.fn.exists(':' .. name) ~= 2 then
+    if how.replace or vim.fn.exists(':' .. name) ~= 2 then
       api.nvim_create_user_command(name, spec[1], spec[2])
       defined[#defined + 1] = name
     end
@@ -72,7 +73,10 @@ function M.setup()
 end
 
 function M.stop()
-  for _, name in ipairs(defined) do pcall(api.nvim_del_user_command, name) end
+  -- A Neovim plugin loaded since has defined them its own way: they stay.
+  if not vim.g.loaded_claude_nvim_plugin then
+    for _, name in ipairs(defined) do pcall(api.nvim_del_user_command, name) end
+  end
   defined = {}
 end
 
