@@ -84,7 +84,7 @@ class Claudes:
 
     def add(self, claude: Claude) -> None:
         self._by_id.pop(claude.connection_id, None)
-        self._by_id[claude.connection_id] = claude  # last: the most recently connected
+        self._by_id[claude.connection_id] = claude
 
     def remove(self, connection_id: int) -> None:
         self._by_id.pop(connection_id, None)
@@ -112,4 +112,5 @@ class Claudes:
         for buffer in recent_buffers:
             if buffer in by_buffer:
                 return by_buffer[buffer]
-        return next(reversed(self._by_id.values()), None)
+        # The latest to connect, not to be identified: the pids of two are looked up at once.
+        return max(self._by_id.values(), key=lambda c: c.connection_id, default=None)
