@@ -137,6 +137,12 @@ async def mode(nvim) -> str:
     return (await nvim.request("nvim_get_mode"))["mode"]
 
 
+async def terminal_mode(nvim) -> None:
+    """Wait for Terminal mode: started from a callback (claude started once its server is
+    ready), :startinsert takes effect when Neovim next waits for input."""
+    await eventually(nvim, "return vim.api.nvim_get_mode().mode == 't'")
+
+
 async def test_the_commands_exist_at_start_up(user):
     exists = await user.exec_lua("return vim.tbl_map(function(c) return vim.fn.exists(':' .. c) "
                                  "end, {...})", *COMMANDS)
@@ -153,7 +159,7 @@ async def test_toggle_hides_and_shows_the_same_running_claude(user, claude_dir):
     first = await eventually(user, TERMINAL)
     assert first["current"] and first["running"]
     assert first["pos"] == [0, 120 - 48] and first["width"] == 48  # right, 40 %
-    assert await mode(user) == "t"
+    await terminal_mode(user)
     started = await claude_started(claude_dir)
     assert started["argv"][0] == "--mcp-config"  # what the server published, then the user's
     assert started["argv"][2:] == ["--resume"]
@@ -326,7 +332,8 @@ async def test_the_terminal_opens_where_asked(user, claude_dir, position):
                         " size = 0.5}", position)
     await user.request("nvim_command", "ClaudeNvim")
     where = await eventually(user, TERMINAL)
-    assert where["current"] and await mode(user) == "t"
+    assert where["current"]
+    await terminal_mode(user)
     expected = {"left": lambda w: w["pos"] == [0, 0] and w["width"] == 60,
                 "bottom": lambda w: w["pos"][0] > 0 and w["width"] == 120 and not w["float"],
                 "float": lambda w: w["float"] and w["width"] == 60,
