@@ -15,16 +15,27 @@ command('ClaudeNvimNew', function(o) terminal().new(o.fargs) end,
     .. 'claude)' })
 command('ClaudeNvimSwitch', function(o) terminal().switch(o.fargs[1]) end,
   { nargs = '?', bar = true, complete = function() return terminal().numbers() end,
-    desc = 'claude-nvim: to Claude N (claude-nvim://N), else the next, in the Claude window' })
+    desc = 'claude-nvim: to Claude N, else the next, in the Claude window' })
 command('ClaudeNvimFocus', function() terminal().focus() end,
   { desc = 'claude-nvim: to the current Claude, or from it back' })
-command('ClaudeNvimSend', function(o) plugin().send(o) end,
-  { range = true, desc = 'claude-nvim: send the selected lines (or this line) to Claude' })
-command('ClaudeNvimAdd', function(o) plugin().add(o) end,
-  { nargs = '+', complete = 'file', desc = 'claude-nvim: send a file or directory to Claude' })
-command('ClaudeNvimDiffAccept', function() plugin().diff('accept') end,
-  { desc = "claude-nvim: accept Claude's proposed change shown here" })
-command('ClaudeNvimDiffDeny', function() plugin().diff('deny') end,
-  { desc = "claude-nvim: reject Claude's proposed change shown here" })
 command('ClaudeNvimInstall', function() plugin().install() end,
   { desc = 'claude-nvim: (re)install its Python part privately, under stdpath("data")' })
+
+-- The commands a server offers (:ClaudeNvimSend, :ClaudeNvimAdd, :ClaudeNvimDiffAccept,
+-- :ClaudeNvimDiffDeny) are defined once, in the server's Lua in this checkout; here with the
+-- plugin's way to reach a server: start one (and Claude) when none runs.
+local root = vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':p:h:h')
+dofile(root .. '/src/claude_nvim/_core/commands.lua').define({
+  replace = true,  -- a server's, if one ran before this plugin was loaded
+  tell = function(msg, level) plugin().tell(msg, level) end,
+  mention = function(deliver) plugin().mention(deliver) end,
+})
+
+-- The server starts once a UI is up (opts.start_server), so that Claude connects at once.
+if vim.v.vim_did_enter == 1 and #vim.api.nvim_list_uis() > 0 then
+  vim.schedule(function() plugin().start_ahead() end)
+else
+  vim.api.nvim_create_autocmd('UIEnter', { once = true, callback = function()
+    vim.schedule(function() plugin().start_ahead() end)
+  end })
+end

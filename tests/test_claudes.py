@@ -48,11 +48,20 @@ def test_with_no_visited_terminal_the_latest_claude_gets_it():
     assert registry.mention_target([42]).connection_id == 2  # a terminal of no Claude
 
 
+def test_the_latest_to_connect_is_by_connection_not_by_when_it_was_identified():
+    registry = Claudes(parent_of=lambda pid: None)
+    registry.add(Claude(2, 400))  # identified first, connected second
+    registry.add(Claude(1, 300))
+    assert registry.mention_target([]).connection_id == 2
+
+
 def test_labels_name_the_terminal_else_the_pid():
     assert Claude(1, 201, TERMINALS[0]).label() == "the Claude in terminal buffer 5"
     assert Claude(2, 400).label() == "the Claude with pid 400"
-    named = Terminal(buffer=7, job_pid=200, name="claude-nvim://2")  # the plugin's name
-    assert Claude(3, 201, named).label() == "the Claude in claude-nvim://2"
+    ours = Terminal(buffer=7, job_pid=200, name="/w/Claude 2", label="Claude 2")  # the plugin's
+    assert Claude(3, 201, ours).label() == "Claude 2"
+    named = Terminal(buffer=9, job_pid=300, name="build")  # a terminal the user named
+    assert Claude(5, 301, named).label() == "the Claude in build"
     plain = Terminal(buffer=8, job_pid=200, name="term:///tmp//200:claude")
     assert Claude(4, 201, plain).label() == "the Claude in terminal buffer 8"
 

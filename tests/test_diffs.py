@@ -11,6 +11,13 @@ from claude_nvim.testing import mcp_client, running_app
 from helpers import TAB, PendingDiff, diff_args, eventually
 
 
+@pytest.fixture
+def ui_size() -> tuple[int, int]:
+    """A common terminal: the diff tab's two windows are 60 columns each, where the window
+    bar must fit whole."""
+    return 120, 40
+
+
 async def open_diff(nursery, client, nvim, path, contents, tab=TAB) -> PendingDiff:
     pending = PendingDiff(client, diff_args(path, contents, tab))
     before = await nvim.exec_lua(NEWEST_PROPOSAL)
@@ -31,7 +38,11 @@ return newest
 SHOW_STATE = """
 local bufs = {}
 for _, b in ipairs(vim.api.nvim_list_bufs()) do
-  if vim.api.nvim_buf_get_name(b):match('^claude%-nvim://') then bufs[#bufs + 1] = b end
+  local name = vim.api.nvim_buf_get_name(b)
+  if vim.b[b].claude_nvim_proposal or name:match("%(Claude's proposal[ %d]*%)$")
+      or name:match('%(new file[ %d]*%)$') then
+    bufs[#bufs + 1] = b
+  end
 end
 return {tabs = #vim.api.nvim_list_tabpages(), ours = #bufs,
         groups = #vim.tbl_filter(function(a) return a.group_name and
@@ -132,23 +143,41 @@ async def test_a_reused_tab_name_rejects_the_older_diff(client, ui, target):
         assert await second.outcome() == ["FILE_SAVED", "second\n"]
 
 
-async def test_a_buffer_with_unsaved_changes_is_refused(client, ui, target):
+WINBAR = "return vim.api.nvim_eval_statusline(vim.wo.winbar, {use_winbar = true}).str"
+
+
+@pytest.mark.parametrize("verdict", ["accept", "reject"])
+async def test_a_buffer_with_unsaved_changes_gets_the_diff_against_them(client, ui, target,
+                                                                       verdict):
     await ui.request("nvim_command", f"edit {target}")
     await ui.request("nvim_input", "ggdd")
     await eventually(ui, "return vim.bo.modified")
-    result = await client.call_tool("openDiff", diff_args(target, "x\n"))
-    assert result["isError"] is True
-    assert result["content"][0]["text"] == \
-        f"Cannot open diff: {target} has unsaved changes in Neovim"
-    # claude's screen says "Opened changes in Neovim": the user learns in Neovim what to do,
-    # and a message wider than the screen leaves no hit-enter prompt behind.
-    messages = await ui.exec_lua("return vim.api.nvim_exec2('messages', {output = true}).output")
-    assert f"Claude's edit of {target.name} is not shown: it has unsaved changes" in messages
-    assert "Save (:w) or revert (:e!) it, then ask Claude again" in messages
-    assert (await ui.request("nvim_get_mode"))["blocking"] is False
-    assert await ui.exec_lua("return #vim.api.nvim_list_tabpages()") == 1
-    assert await ui.exec_lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)") == \
-        ["two", "three"]
+    async with trio.open_nursery() as nursery:
+        # claude's screen says "Opened changes in Neovim": they are, against what the user sees.
+        diff = await open_diff(nursery, client, ui, target, "two\n3\n")
+        assert (await ui.exec_lua(WINBAR)).rstrip() == (
+            ":w accepts · :q rejects · Claude's proposal for unsaved a.py")
+        shown = await ui.exec_lua("""return vim.tbl_map(function(w)
+            return vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf(w), 0, -1, false)
+          end, vim.api.nvim_tabpage_list_wins(0))""")
+        assert shown == [["two", "three"], ["two", "3"]]
+        await ui.request("nvim_input", ":w<CR>" if verdict == "accept" else ":q<CR>")
+        outcome = await diff.outcome()
+    if verdict == "reject":
+        assert outcome == ["DIFF_REJECTED", TAB]
+        await nothing_left(ui)
+        assert await ui.exec_lua("return {vim.bo.modified, "
+                                 "vim.api.nvim_buf_get_lines(0, 0, -1, false)}") == [
+            True, ["two", "three"]]  # the unsaved changes, as they were
+        return
+    assert outcome == ["FILE_SAVED", "two\n3\n"]  # what the proposal holds
+    target.write_text("two\n3\n")  # as the CLI does
+    await client.call_tool("close_tab", {"tab_name": TAB})
+    await nothing_left(ui)
+    # The buffer follows the file: the unsaved changes made way for what was accepted.
+    assert await eventually(ui, "local lines = vim.api.nvim_buf_get_lines(0, 0, -1, false)\n"
+                                "return not vim.bo.modified and lines[2] == '3' and lines") == [
+        "two", "3"]
 
 
 async def test_a_disconnecting_client_leaves_nothing_behind(app, ui, target):

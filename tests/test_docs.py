@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from claude_nvim.headless import find_nvim, headless_nvim
+from claude_nvim._nvim.headless import find_nvim, headless_nvim
 from claude_nvim.testing import attached_editor
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from claude_nvim.headless import headless_nvim
+from claude_nvim._nvim.headless import headless_nvim
 from claude_nvim.testing import attached_editor
 
 ROOT = Path(__file__).resolve().parent.parent

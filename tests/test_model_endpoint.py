@@ -15,6 +15,7 @@ from pathlib import Path
 
 import trio
 
+from claude_nvim.testing import running_app
 from helpers import environment
 
 CLAUDE_NVIM = [sys.executable, "-m", "claude_nvim"]
@@ -187,8 +188,8 @@ async def test_claude_command_passes_the_model_endpoint(nvim_address, tmp_path):
     await trio.run_process([*CLAUDE_NVIM, "claude", "hello"], env=env)
     got = json.loads(seen.read_text())
     argv = got["argv"]
-    assert argv[0] == "hello" and argv[1] == "--mcp-config"
-    assert got["mode"] == 0o600 and not os.path.exists(argv[2])  # private, and gone after
+    assert argv[0] == "--mcp-config" and argv[2] == "hello"
+    assert got["mode"] == 0o600 and not os.path.exists(argv[1])  # private, and gone after
     assert "Authorization" not in " ".join(argv)  # no token on the command line
     server = json.loads(got["config"])["mcpServers"]["nvim"]
     assert server["type"] == "ws"
@@ -196,20 +197,19 @@ async def test_claude_command_passes_the_model_endpoint(nvim_address, tmp_path):
     assert len(server["headers"]["X-Claude-Code-Ide-Authorization"]) >= 32
 
 
-def test_the_mcp_config_file_is_new_and_private(tmp_path):
-    from claude_nvim._commands.claude import _model_endpoint_file
+async def test_the_mcp_config_file_is_new_and_private(nvim_address, tmp_path):
     ide = tmp_path / "ide"
     ide.mkdir(mode=0o700)
     victim = tmp_path / "victim"
     victim.write_text("precious")
-    for port in range(4000, 4010):  # the names the file used to get
+    for port in range(4000, 4010):  # names such files used to get
         (ide / f"mcp-{port}-{os.getpid()}.json").symlink_to(victim)
-        (ide / f"mcp-{port + 10}-{os.getpid()}.json").write_text("")
-        os.chmod(ide / f"mcp-{port + 10}-{os.getpid()}.json", 0o644)
+        (ide / f"mcp-config-{port + 10}.json").write_text("")
+        os.chmod(ide / f"mcp-config-{port + 10}.json", 0o644)
     planted = sorted(ide.iterdir())
-    for port in (4000, 4010):
-        with _model_endpoint_file(ide, port, "the-token") as name:
-            path = Path(name)
+    for _ in range(2):
+        async with running_app(nvim_address, lock_directory=ide, token="the-token") as app:
+            path = Path(app.claude_args[app.claude_args.index("--mcp-config") + 1])
             assert path.parent == ide and path not in planted and not path.is_symlink()
             assert stat.S_IMODE(path.stat().st_mode) == 0o600
             assert "the-token" in path.read_text()

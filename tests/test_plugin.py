@@ -4,8 +4,11 @@ CLI does (no real claude needed)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +17,7 @@ import pytest
 import trio
 
 from claude_nvim._errors import EditorError
+from claude_nvim._mentions.claudes import parent_pid
 from claude_nvim._nvim.headless import find_nvim, headless_nvim
 from claude_nvim.testing import attached_editor, mcp_client, running_app
 from helpers import PendingDiff, diff_args, eventually, mode
@@ -80,14 +84,21 @@ def plugin_args(**opts) -> tuple[str, ...]:
             "--cmd", f"lua require('claude_nvim').setup(vim.json.decode([[{json.dumps(opts)}]]))")
 
 
-@pytest.fixture
-async def user(claude_dir):
-    """A plugin Neovim with an 120x40 UI attached: the user's side."""
-    with headless_nvim(cwd=claude_dir, args=plugin_args()) as (address, _process):
+@contextlib.asynccontextmanager
+async def plugin_user(cwd: Path, **opts):
+    """A plugin Neovim (set up with ``opts``) with an 120x40 UI attached: the user's side."""
+    with headless_nvim(cwd=cwd, args=plugin_args(**opts)) as (address, _process):
         async with attached_editor(address) as nvim:
             await nvim.request("nvim_ui_attach", 120, 40, {"ext_linegrid": True})
             nvim.address = address
             yield nvim
+
+
+@pytest.fixture
+async def user(claude_dir):
+    """A plugin Neovim with an 120x40 UI attached: the user's side."""
+    async with plugin_user(claude_dir) as nvim:
+        yield nvim
 
 
 async def claude_started(tmp_path: Path) -> dict:
@@ -122,6 +133,12 @@ return { buf = info.buf, job = info.job, shown = win ~= nil,
 """
 
 
+async def terminal_mode(nvim) -> None:
+    """Wait for Terminal mode: started from a callback (claude started once its server is
+    ready), :startinsert takes effect when Neovim next waits for input."""
+    await eventually(nvim, "return vim.api.nvim_get_mode().mode == 't'")
+
+
 async def test_the_commands_exist_at_start_up(user):
     exists = await user.exec_lua("return vim.tbl_map(function(c) return vim.fn.exists(':' .. c) "
                                  "end, {...})", *COMMANDS)
@@ -138,9 +155,10 @@ async def test_toggle_hides_and_shows_the_same_running_claude(user, claude_dir):
     first = await eventually(user, TERMINAL)
     assert first["current"] and first["running"]
     assert first["pos"] == [0, 120 - 48] and first["width"] == 48  # right, 40 %
-    assert await mode(user) == "t"
+    await terminal_mode(user)
     started = await claude_started(claude_dir)
-    assert started["argv"][0] == "--resume"
+    assert started["argv"][0] == "--mcp-config"  # what the server published, then the user's
+    assert started["argv"][2:] == ["--resume"]
     await user.request("nvim_input", "<C-\\><C-n>")
     await user.request("nvim_command", "ClaudeNvim")  # hide: claude keeps running
     hidden = await user.exec_lua(TERMINAL)
@@ -177,7 +195,7 @@ local info = require('claude_nvim.terminal').info()
 local claudes = {}
 for _, b in ipairs(vim.api.nvim_list_bufs()) do
   if vim.b[b].claude_nvim_terminal then
-    claudes[#claudes + 1] = { name = vim.api.nvim_buf_get_name(b), buf = b,
+    claudes[#claudes + 1] = { name = vim.fn.bufname(b), buf = b,
       job = vim.bo[b].channel, running = vim.fn.jobwait({vim.bo[b].channel}, 0)[1] == -1 }
   end
 end
@@ -194,11 +212,11 @@ async def test_several_claudes_take_turns_in_the_claude_window(user, claude_dir)
     await user.request("nvim_command", "ClaudeNvimNew --two")  # in the same window, focused
     two = await user.exec_lua(CLAUDES)
     assert two["win"] == two["here"] == one["win"] and two["wins"] == 2
-    assert [c["name"] for c in two["claudes"]] == ["claude-nvim://1", "claude-nvim://2"]
+    assert [c["name"] for c in two["claudes"]] == ["Claude 1", "Claude 2"]
     assert two["current"] == two["claudes"][1]["buf"] and await mode(user) == "t"
     assert two["bufs"] == one["bufs"] + 1  # naming it left no buffer behind
     first, second = await claudes_started(claude_dir, 2)
-    assert second["argv"][0] == "--two" and alive(first["pid"]) and alive(second["pid"])
+    assert second["argv"][2:] == ["--two"] and alive(first["pid"]) and alive(second["pid"])
     both = "local s = require('claude_nvim').status() return s:find('2') and s"
     assert await eventually(user, both) == "Claude \N{MULTIPLICATION SIGN}2"
     assert await user.exec_lua("return vim.fn.getcompletion('ClaudeNvimSwitch ', 'cmdline')"
@@ -224,12 +242,12 @@ async def test_several_claudes_take_turns_in_the_claude_window(user, claude_dir)
     assert shown["win"] == shown["here"] and shown["current"] == one["current"]
     assert await mode(user) == "t"
     # Claude 1 exits: its window closes; Claude 2 runs on and is the one :ClaudeNvim shows.
-    first_job = next(c["job"] for c in shown["claudes"] if c["name"] == "claude-nvim://1")
+    first_job = next(c["job"] for c in shown["claudes"] if c["name"] == "Claude 1")
     await user.exec_lua("vim.fn.chansend(select(1, ...), 'exit\\r')", first_job)
     left = await eventually(user, "local s = loadstring(select(1, ...))()\n"
                                   "return #s.claudes == 1 and s", CLAUDES)
     assert left["wins"] == 1 and left["win"] is None and not alive(first["pid"])
-    assert left["claudes"][0]["name"] == "claude-nvim://2" and alive(second["pid"])
+    assert left["claudes"][0]["name"] == "Claude 2" and alive(second["pid"])
     # Still connected: a mention reaches it.
     (claude_dir / "a.py").write_text("a\n")
     await user.request("nvim_command", "ClaudeNvimAdd a.py")
@@ -271,22 +289,32 @@ async def test_a_mention_goes_to_the_claude_last_shown(user, claude_dir):
     assert received == [2, 1]  # each mention reached one Claude
 
 
-async def test_a_claude_started_as_the_last_one_exits_gets_a_server(user, claude_dir):
-    """The server stops with the last Claude; one started meanwhile waits for a new one."""
+READY_SERVER = "local s = require('claude_nvim').server() return s and s.claude and s.pid"
+
+
+async def test_the_server_outlives_its_claudes_and_a_dead_one_is_replaced(user, claude_dir):
     await user.request("nvim_command", "ClaudeNvim")
     first = (await claudes_started(claude_dir, 1))[0]
+    server = await eventually(user, READY_SERVER)
     await eventually(user, "return require('claude_nvim').status() ~= ''")
     job = (await eventually(user, TERMINAL))["job"]
     await user.exec_lua("vim.fn.chansend(select(1, ...), 'exit\\r')", job)
     await eventually(user, "return require('claude_nvim.terminal').info() == nil")
-    await user.request("nvim_command", "ClaudeNvim")  # at once, while the server stops
+    await user.request("nvim_command", "ClaudeNvim")  # the same server, at once
     second = (await claudes_started(claude_dir, 2))[1]
-    assert await eventually(user, "return require('claude_nvim').status() ~= '' and "
-                                  "vim.g.claude_nvim_server.port", timeout=20)
-    await trio.sleep(0.5)  # connected, and it stays so
+    await eventually(user, "return require('claude_nvim').status() ~= ''")
+    assert await user.exec_lua(READY_SERVER) == server and alive(server)
     assert alive(second["pid"]) and not alive(first["pid"])
-    assert (await user.exec_lua(TERMINAL))["running"]
     assert await user.exec_lua(SERVER_APART)
+    # A server killed outright leaves its record: the next Claude gets a new server.
+    os.kill(server, signal.SIGKILL)
+    await eventually(user, "return require('claude_nvim').server() == nil")
+    await user.request("nvim_input", "<C-\\><C-n>")
+    await user.request("nvim_command", "ClaudeNvimNew")
+    await claudes_started(claude_dir, 3)
+    assert await eventually(user, "return require('claude_nvim').status() == 'Claude'",
+                            timeout=20)
+    assert await user.exec_lua(READY_SERVER) not in (None, server)
 
 
 # The server runs apart from the current Claude: not in its terminal's job.
@@ -300,7 +328,8 @@ async def test_the_terminal_opens_where_asked(user, claude_dir, position):
                         " size = 0.5}", position)
     await user.request("nvim_command", "ClaudeNvim")
     where = await eventually(user, TERMINAL)
-    assert where["current"] and await mode(user) == "t"
+    assert where["current"]
+    await terminal_mode(user)
     expected = {"left": lambda w: w["pos"] == [0, 0] and w["width"] == 60,
                 "bottom": lambda w: w["pos"][0] > 0 and w["width"] == 120 and not w["float"],
                 "float": lambda w: w["float"] and w["width"] == 60,
@@ -311,41 +340,49 @@ async def test_the_terminal_opens_where_asked(user, claude_dir, position):
     await eventually(user, "return require('claude_nvim.terminal').info() == nil")
 
 
-async def test_send_with_no_claude_starts_one_and_the_mention_reaches_it(user, claude_dir):
+@pytest.mark.parametrize("start_server", ["startup", "first_use"])
+async def test_send_with_no_claude_starts_one_and_the_mention_reaches_it(claude_dir,
+                                                                         start_server):
     path = claude_dir / "a.py"
     path.write_text("".join(f"line {i}\n" for i in range(1, 11)))
-    await user.exec_lua("""
-        vim.g.events = {}
-        vim.api.nvim_create_autocmd('User', { pattern = 'ClaudeNvim*', callback = function(ev)
-          vim.g.events = vim.list_extend(vim.g.events, { { ev.match, ev.data } }) end })""")
-    await user.request("nvim_command", f"edit {path}")
-    await user.request("nvim_win_set_cursor", 0, [3, 0])
-    await user.request("nvim_command", "ClaudeNvimSend")
-    await user.request("nvim_command", "ClaudeNvimAdd a.py 5 6")
-    mentions = claude_dir / "mentions.jsonl"
-    with trio.fail_after(20):
-        while len(mentions.read_text().splitlines() if mentions.exists() else []) < 2:
-            await trio.sleep(0.05)
-    assert [json.loads(line) for line in mentions.read_text().splitlines()] == [
-        {"filePath": str(path), "lineStart": 2, "lineEnd": 2},
-        {"filePath": str(path), "lineStart": 4, "lineEnd": 5}]
-    assert await eventually(user, "return require('claude_nvim').status()") == "Claude"
-    events = await user.exec_lua("return vim.g.events")
-    assert events == [["ClaudeNvimConnected", {"clients": 1}]]
-    # Connected, the commands go straight to the server.
-    await user.request("nvim_command", "wincmd p | 7ClaudeNvimSend")
-    with trio.fail_after(5):
-        while len(mentions.read_text().splitlines()) < 3:
-            await trio.sleep(0.05)
-    assert json.loads(mentions.read_text().splitlines()[2])["lineStart"] == 6
-    job = (await user.exec_lua(TERMINAL))["job"]
-    await user.exec_lua("vim.fn.chansend(select(1, ...), 'exit\\r')", job)
-    await eventually(user, "return vim.g.claude_nvim_server == nil")
-    assert (await user.exec_lua("return vim.g.events"))[-1] == [
-        "ClaudeNvimDisconnected", {"clients": 0}]
-    exists = await user.exec_lua("return vim.tbl_map(function(c) return vim.fn.exists(':' .. c) "
-                                 "end, {...})", *COMMANDS)
-    assert exists == [2] * len(COMMANDS)  # the stopped server left the plugin's commands
+    async with plugin_user(claude_dir, start_server=start_server) as user:
+        await user.exec_lua("""
+            vim.g.events = {}
+            vim.api.nvim_create_autocmd('User', { pattern = { 'ClaudeNvimConnected',
+                                                               'ClaudeNvimDisconnected' },
+              callback = function(ev)
+                vim.g.events = vim.list_extend(vim.g.events, { { ev.match, ev.data } }) end })""")
+        await user.request("nvim_command", f"edit {path}")
+        await user.request("nvim_win_set_cursor", 0, [3, 0])
+        await user.request("nvim_command", "ClaudeNvimSend")
+        await user.request("nvim_command", "ClaudeNvimAdd a.py 5 6")
+        mentions = claude_dir / "mentions.jsonl"
+        with trio.fail_after(20):
+            while len(mentions.read_text().splitlines() if mentions.exists() else []) < 2:
+                await trio.sleep(0.05)
+        assert [json.loads(line) for line in mentions.read_text().splitlines()] == [
+            {"filePath": str(path), "lineStart": 2, "lineEnd": 2},
+            {"filePath": str(path), "lineStart": 4, "lineEnd": 5}]
+        assert await eventually(user, "return require('claude_nvim').status()") == "Claude"
+        events = await user.exec_lua("return vim.g.events")
+        assert events == [["ClaudeNvimConnected", {"clients": 1}]]
+        # Connected, the commands go straight to the server.
+        await user.request("nvim_command", "wincmd p | 7ClaudeNvimSend")
+        with trio.fail_after(5):
+            while len(mentions.read_text().splitlines()) < 3:
+                await trio.sleep(0.05)
+        assert json.loads(mentions.read_text().splitlines()[2])["lineStart"] == 6
+        job = (await user.exec_lua(TERMINAL))["job"]
+        await user.exec_lua("vim.fn.chansend(select(1, ...), 'exit\\r')", job)
+        await eventually(user, "return require('claude_nvim').status() == ''")
+        assert (await user.exec_lua("return vim.g.events"))[-1] == [
+            "ClaudeNvimDisconnected", {"clients": 0}]
+        # The server runs on, for the next Claude; when it stops, the commands stay.
+        os.kill(await user.exec_lua("return vim.g.claude_nvim_server.pid"), signal.SIGTERM)
+        await eventually(user, "return vim.g.claude_nvim_server == nil")
+        exists = await user.exec_lua("return vim.tbl_map(function(c) "
+                                     "return vim.fn.exists(':' .. c) end, {...})", *COMMANDS)
+        assert exists == [2] * len(COMMANDS)
 
 
 async def test_a_claude_that_cannot_start_stays_on_screen_saying_why(claude_dir, monkeypatch):
@@ -354,14 +391,18 @@ async def test_a_claude_that_cannot_start_stays_on_screen_saying_why(claude_dir,
     path.write_text("a\n")
     with headless_nvim(cwd=claude_dir, args=plugin_args()) as (address, _process):
         async with attached_editor(address) as nvim:
-            await nvim.request("nvim_ui_attach", 120, 40, {"ext_linegrid": True})
+            # A narrow screen: each message is wider than it, and none may hold Neovim at a
+            # hit-enter prompt (this test's calls would wait there).
+            await nvim.request("nvim_ui_attach", 50, 20, {"ext_linegrid": True})
             await nvim.request("nvim_command", f"edit {path} | ClaudeNvimSend")
             messages = await eventually(nvim, MESSAGES_WITH, "dropped", timeout=20)
-            assert "1 mention(s) dropped: Claude did not start; send again" in messages
-            assert "exited with code 127" in messages
+            assert "Claude 1 did not start: `claude` is not on PATH" in messages
+            # The server kept the mention for a Claude, as long as it keeps one.
+            assert "no Claude connected within 10 s: 1 mention(s) dropped" in messages
+            assert (await nvim.request("nvim_get_mode"))["blocking"] is False
             screen = "\n".join(await nvim.exec_lua(
                 "return vim.api.nvim_buf_get_lines(0, 0, -1, false)"))
-            assert "`claude` is not on PATH" in screen
+            assert "`claude` is not on PATH; install Claude Code" in screen
             assert await nvim.exec_lua("return require('claude_nvim.terminal').running()") is False
 
 
@@ -383,12 +424,20 @@ async def test_with_no_claude_nvim_to_run_both_say_how_to_get_one(claude_dir, mo
         async with attached_editor(address) as nvim:
             await nvim.request("nvim_command", "checkhealth claude_nvim")
             text = "\n".join(await nvim.request("nvim_buf_get_lines", 0, 0, -1, False))
-            with pytest.raises(EditorError, match="no claude-nvim: run :ClaudeNvimInstall"):
-                await nvim.request("nvim_command", "ClaudeNvim")
+            await nvim.request("nvim_command", "ClaudeNvim")
+            said = await nvim.exec_lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)")
+            assert "Claude 1 did not start: no claude-nvim: run :ClaudeNvimInstall" in (
+                await nvim.exec_lua(MESSAGES_WITH, "did not start"))
     assert "ERROR no claude-nvim to run" in text and "run :ClaudeNvimInstall" in text
+    assert said[0].startswith("claude-nvim: no claude-nvim: run :ClaudeNvimInstall")
 
 
-async def test_checkhealth_shows_the_doctors_checks(user, claude_dir):
+async def test_checkhealth_shows_the_doctors_checks(claude_dir):
+    async with plugin_user(claude_dir, start_server="first_use") as user:
+        await checkhealth_shows_the_doctors_checks(user, claude_dir)
+
+
+async def checkhealth_shows_the_doctors_checks(user, claude_dir: Path) -> None:
     await user.request("nvim_command", "checkhealth claude_nvim")
     text = "\n".join(await user.request("nvim_buf_get_lines", 0, 0, -1, False))
     assert f"OK {sys.executable} -m claude_nvim (opts.cmd)" in text
@@ -419,6 +468,16 @@ async def test_checkhealth_gives_advice_for_what_is_missing(claude_dir, monkeypa
     assert "npm install -g @anthropic-ai/claude-code" in text
 
 
+@contextlib.asynccontextmanager
+async def plugin_client(user, claude_dir: Path):
+    """An MCP client (as a claude is) of the server the plugin started, once it is ready."""
+    port = await eventually(user, "local s = require('claude_nvim').server()\n"
+                                  "return s and s.claude and s.port", timeout=20)
+    lock = claude_dir / "cfg" / "ide" / f"{port}.lock"
+    async with mcp_client(port, json.loads(lock.read_text())["authToken"]) as client:
+        yield client
+
+
 WINDOWS = """return vim.tbl_map(function(w) local b = vim.api.nvim_win_get_buf(w)
   return { vim.api.nvim_buf_get_name(b), vim.wo[w].diff } end, vim.api.nvim_tabpage_list_wins(0))"""
 
@@ -433,8 +492,7 @@ async def test_the_proposal_says_what_it_is_and_how_to_answer(user, claude_dir, 
     await user.request("nvim_command", f"edit {path} | vsplit | enew")  # like a terminal beside
     before = await user.exec_lua("return {vim.api.nvim_get_current_win(), "
                                  "#vim.api.nvim_list_wins()}")
-    async with running_app(user.address, lock_directory=claude_dir / "ide") as app, \
-            mcp_client(app.port, app.token) as client, trio.open_nursery() as nursery:
+    async with plugin_client(user, claude_dir) as client, trio.open_nursery() as nursery:
         pending = PendingDiff(client, diff_args(path, "new\n"))
         nursery.start_soon(pending.run)
         proposal = await eventually(user, "return vim.b.claude_nvim_proposal and "
@@ -442,14 +500,14 @@ async def test_the_proposal_says_what_it_is_and_how_to_answer(user, claude_dir, 
                                           "{use_winbar = true}).str, "
                                           "#vim.api.nvim_list_tabpages()}")
         winbar, tabs = proposal[0].rstrip(), proposal[1]
-        assert winbar == ":w accepts (edits too) · :q rejects · Claude's proposal for a.py"
+        assert winbar == ":w accepts · :q rejects · Claude's proposal for a.py"
         assert await eventually(user, "return require('claude_nvim').status()") == (
             "Claude · 1 diff")
         if open_in == "current":
             # In this tab: the file in the window it was in (the previous one), then Claude's.
             assert tabs == 1
             assert await user.exec_lua(WINDOWS) == [
-                ["", False], [str(path), True], ["claude-nvim://diff/1/a.py", True]]
+                ["", False], [str(path), True], [f"{path} (Claude's proposal)", True]]
         else:
             assert tabs == 2
         await user.request("nvim_command", "quit")  # :q rejects
@@ -469,8 +527,7 @@ async def test_keep_focus_leaves_the_cursor_in_the_terminal(user, claude_dir):
     await user.request("nvim_command", f"edit {path} | botright vsplit | terminal")
     await user.request("nvim_command", "startinsert")
     terminal = await user.exec_lua("return vim.api.nvim_get_current_win()")
-    async with running_app(user.address, lock_directory=claude_dir / "ide") as app, \
-            mcp_client(app.port, app.token) as client, trio.open_nursery() as nursery:
+    async with plugin_client(user, claude_dir) as client, trio.open_nursery() as nursery:
         nursery.start_soon(PendingDiff(client, diff_args(path, "new\n")).run)
         await eventually(user, "for _, b in ipairs(vim.api.nvim_list_bufs()) do "
                                "if vim.b[b].claude_nvim_proposal then return true end end")
@@ -536,3 +593,162 @@ def test_the_plugin_lua_is_checked_on_this_neovim(tmp_path):
     done = subprocess.run([find_nvim(), "-l", str(script), *files], capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+def children_of(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and parent_pid(int(entry.name)) == pid:
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+async def test_one_claude_nvim_process_beside_any_number_of_claudes(user, claude_dir):
+    # The server starts once the UI is up, before any command: Claude connects at once.
+    server = await eventually(user, READY_SERVER, timeout=20)
+    for command in ("ClaudeNvim", "ClaudeNvimNew", "ClaudeNvimNew"):
+        await user.request("nvim_input", "<C-\\><C-n>")
+        await user.request("nvim_command", command)
+    claudes = {c["pid"] for c in await claudes_started(claude_dir, 3)}
+    assert await eventually(user, "local s = require('claude_nvim').status()\n"
+                                  "return s:find('3') and s") == "Claude \N{MULTIPLICATION SIGN}3"
+    # Each claude runs right under Neovim (no claude-nvim in between), beside the one server.
+    nvim_pid = await user.exec_lua("return vim.fn.getpid()")
+    assert set(children_of(nvim_pid)) == claudes | {server}
+
+
+# The current tab and window, how many tabs and windows in this tab, the mode.
+WINDOWS_NOW = """return { tab = vim.api.nvim_get_current_tabpage(),
+  win = vim.api.nvim_get_current_win(), tabs = #vim.api.nvim_list_tabpages(),
+  wins = #vim.api.nvim_tabpage_list_wins(0), mode = vim.api.nvim_get_mode().mode }"""
+
+
+@pytest.mark.parametrize("answer", [":w", ":q", ":tabclose", ":bd"])
+async def test_after_a_diff_the_cursor_is_back_in_claude_pinned_there(user, claude_dir, answer):
+    path = claude_dir / "a.py"
+    path.write_text("old\n")
+    await user.request("nvim_command", f"edit {path} | ClaudeNvim")
+    await claudes_started(claude_dir, 1)
+    claude = await eventually(user, "return vim.api.nvim_get_mode().mode == 't' and "
+                                    "vim.api.nvim_get_current_win()")
+    async with plugin_client(user, claude_dir) as client, trio.open_nursery() as nursery:
+        pending = PendingDiff(client, diff_args(path, "new\n"))
+        nursery.start_soon(pending.run)
+        await eventually(user, "return vim.b.claude_nvim_proposal ~= nil")
+        await user.request("nvim_input", f"{answer}<CR>")
+        outcome = await pending.outcome()
+        if answer == ":w":
+            assert outcome[0] == "FILE_SAVED"
+            path.write_text("new\n")  # as the CLI does, and then:
+            await client.call_tool("close_tab", {"tab_name": diff_args(path, "")["tab_name"]})
+        else:
+            assert outcome[0] == "DIFF_REJECTED"
+        back = await eventually(user, f"local w = (function() {WINDOWS_NOW} end)()\n"
+                                      "return w.tabs == 1 and w.mode == 't' and w")
+    assert back["win"] == claude and back["wins"] == 2  # in Claude, in Terminal mode
+    # Claude's window is pinned to its terminal: :edit there is refused, and Claude stays.
+    await user.request("nvim_input", "<C-\\><C-n>")
+    with pytest.raises(EditorError, match="E1513"):
+        await user.request("nvim_command", f"edit {path}")
+    await user.request("nvim_command", "ClaudeNvimFocus")  # to the file
+    await user.request("nvim_command", "ClaudeNvimFocus")  # and back: no second Claude window
+    now = await user.exec_lua(WINDOWS_NOW)
+    assert now["win"] == claude and now["wins"] == 2 and now["mode"] == "t"
+
+
+async def test_the_file_window_the_user_was_in_last_is_the_active_editor(user, claude_dir):
+    one, two = claude_dir / "one.py", claude_dir / "two.py"
+    one.write_text("1\n")
+    two.write_text("a\nb\n")
+    await user.request("nvim_command", f"edit {one} | vsplit {two} | 2")
+    await user.request("nvim_command", "ClaudeNvim")  # the cursor goes to Claude's terminal
+    await eventually(user, "return vim.bo.buftype == 'terminal'")
+    async with plugin_client(user, claude_dir) as client:
+        tabs = (await client.call_json("getOpenEditors"))["tabs"]
+        assert [t["fileName"] for t in tabs if t["isActive"]] == [str(two)]
+        selection = await client.call_json("getCurrentSelection")
+        assert selection["filePath"] == str(two)
+        assert selection["selection"]["start"] == {"line": 1, "character": 0}
+
+
+TABLINE = """vim.cmd('redraw')
+local row = {}
+for col = 1, vim.o.columns do row[#row + 1] = vim.fn.screenstring(1, col) end
+return table.concat(row)"""
+
+
+async def test_tabs_read_as_names(user, claude_dir):
+    path = claude_dir / "main.py"
+    path.write_text("old\n")
+    await user.exec_lua("require('claude_nvim').config.terminal.position = 'tab'")
+    await user.request("nvim_command", f"edit {path} | ClaudeNvim")
+    await claudes_started(claude_dir, 1)
+    async with plugin_client(user, claude_dir) as client, trio.open_nursery() as nursery:
+        nursery.start_soon(PendingDiff(client, diff_args(path, "new\n")).run)
+        await eventually(user, "return vim.b.claude_nvim_proposal ~= nil")
+        # Each label: the number of windows when more than one, then the current one's name.
+        labels = [re.sub(r"^\d+ ", "", label.strip())
+                  for label in (await user.exec_lua(TABLINE)).split("  ")]
+        assert labels[1:3] == ["Claude 1", "main.py (Claude's proposal)"]
+        await user.request("nvim_command", "ClaudeNvimDiffDeny")
+    await eventually(user, "return #vim.api.nvim_list_tabpages() == 2")
+    # The names are not all: claude-nvim finds its buffers by their variables.
+    assert await user.exec_lua("return vim.fn.bufname(require('claude_nvim.terminal')"
+                               ".info().buf)") == "Claude 1"
+
+
+async def test_a_claudes_number_is_the_lowest_free_one(user, claude_dir):
+    await user.request("nvim_command", "ClaudeNvim")
+    await user.request("nvim_input", "<C-\\><C-n>")
+    await user.request("nvim_command", "ClaudeNvimNew")
+    await claudes_started(claude_dir, 2)
+    first = next(c for c in (await eventually(user, CLAUDES))["claudes"] if c["name"] == "Claude 1")
+    await eventually(user, "return vim.fn.jobpid(select(1, ...)) > 0", first["job"])
+    await user.exec_lua("vim.fn.chansend(select(1, ...), 'exit\\r')", first["job"])
+    await eventually(user, "return #require('claude_nvim.terminal').numbers() == 1")
+    await user.request("nvim_input", "<C-\\><C-n>")
+    await user.request("nvim_command", "ClaudeNvimNew")
+    await claudes_started(claude_dir, 3)
+    assert await eventually(user, "local n = require('claude_nvim.terminal').numbers()\n"
+                                  "return #n == 2 and n") == ["2", "1"]
+
+
+async def test_with_two_claudes_the_diff_window_bar_is_whole(user, claude_dir):
+    path = claude_dir / "a.py"
+    path.write_text("old\n")
+    await user.request("nvim_command", f"edit {path} | ClaudeNvim")
+    await user.request("nvim_input", "<C-\\><C-n>")
+    await user.request("nvim_command", "ClaudeNvimNew")
+    await claudes_started(claude_dir, 2)
+    second = await eventually(user, "for _, b in ipairs(vim.api.nvim_list_bufs()) do\n"
+                                    "  if vim.b[b].claude_nvim_terminal == 2 then\n"
+                                    "    return vim.b[b].terminal_job_pid end end")
+    server = await eventually(user, "local s = require('claude_nvim').server()\n"
+                                    "return s and s.claude and (s.clients or 0) >= 2 and s.port")
+    token = json.loads((claude_dir / "cfg" / "ide" / f"{server}.lock").read_text())["authToken"]
+    # Claude 2 proposes (a client that says it is Claude 2's process), in a 120-column UI.
+    async with mcp_client(server, token, pid=second) as client, \
+            trio.open_nursery() as nursery:
+        await eventually(user, "return vim.g.claude_nvim_server.clients == 3")  # it is known
+        nursery.start_soon(PendingDiff(client, diff_args(path, "new\n")).run)
+        await eventually(user, "return vim.b.claude_nvim_proposal ~= nil")
+        bar = await user.exec_lua("return {vim.api.nvim_eval_statusline(vim.wo.winbar, "
+                                  "{use_winbar = true}).str, vim.api.nvim_win_get_width(0)}")
+        assert bar[0].rstrip() == ":w accepts · :q rejects · proposal of Claude 2 for a.py"
+        assert bar[1] <= 60  # half of the screen
+        await user.request("nvim_command", "ClaudeNvimDiffDeny")
+
+
+async def test_a_plugin_loaded_while_a_server_runs_keeps_its_commands(nvim_address, nvim,
+                                                                     tmp_path):
+    # The server defined the commands first (no plugin then); lazy-loaded later, the plugin
+    # defines them its way, and the server leaves them when it stops.
+    async with running_app(nvim_address, lock_directory=tmp_path / "ide"):
+        await nvim.request("nvim_command", f"set runtimepath^={ROOT} | "
+                                           "runtime plugin/claude_nvim.lua")
+    assert await nvim.exec_lua("return vim.g.claude_nvim_server") is None
+    exists = await nvim.exec_lua("return vim.tbl_map(function(c) return vim.fn.exists(':' .. c) "
+                                 "end, {...})", *COMMANDS)
+    assert exists == [2] * len(COMMANDS)

@@ -106,8 +106,12 @@ async def test_lock_file_is_private_complete_and_removed_on_exit(nvim_address, n
             "transport": "ws",
             "authToken": app.token,
         }
-        assert [p.name for p in lock_dir.iterdir()] == [path.name]  # no temporary left
-    assert not path.exists()
+        # Beside it only the files a claude gets (--mcp-config ...), private too; no temporary.
+        for_claude = [Path(a) for a in app.claude_args[1::2]]
+        assert sorted(lock_dir.iterdir()) == sorted([path, *for_claude])
+        assert app.claude_args[::2] == ["--mcp-config"]
+        assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in for_claude)
+    assert list(lock_dir.iterdir()) == []  # all gone with the server
 
 
 async def test_default_token_is_random_and_long(nvim_address, tmp_path):
@@ -598,3 +602,25 @@ async def test_a_stopping_server_leaves_a_neovim_plugins_modules_alone(nvim_addr
     assert await nvim.exec_lua("return _G.plugin_stops") == 0
     assert await nvim.exec_lua("return package.loaded['claude_nvim'] ~= nil")
     assert await nvim.exec_lua(COUNT_AUTOCMDS) == 0  # its own were all stopped
+
+
+async def test_a_ready_server_announces_itself_with_what_a_claude_needs(nvim_address, nvim,
+                                                                        tmp_path):
+    # Whoever starts a claude (the Neovim plugin) waits for this, not for a poll: by then the
+    # lock file is there for claude to find.
+    await nvim.exec_lua("""
+        local dir = ...
+        vim.api.nvim_create_autocmd('User', { pattern = 'ClaudeNvimServerReady', once = true,
+          callback = function(ev)
+            local lock = dir .. '/' .. ev.data.port .. '.lock'
+            _G.announced = { data = ev.data, lock = vim.uv.fs_stat(lock) ~= nil }
+          end })""", str(tmp_path / "ide"))
+    async with running_app(nvim_address, lock_directory=tmp_path / "ide") as app:
+        announced = await nvim.exec_lua("return _G.announced")
+        assert announced["lock"]
+        assert announced["data"]["port"] == app.port
+        assert announced["data"]["claude"] == {"env": app.environment, "args": app.claude_args}
+        assert announced["data"]["claude"]["env"]["CLAUDE_CODE_SSE_PORT"] == str(app.port)
+        live = "return package.loaded['claude_nvim.core'].live_server()"
+        assert (await nvim.exec_lua(live))["claude"]["args"] == app.claude_args
+    assert await nvim.exec_lua(live) is None

@@ -179,7 +179,8 @@ async def test_claude_command_serves_runs_claude_and_cleans_up(nvim_address, nvi
     assert done.returncode == 7, done.stderr
     assert done.stderr == b""  # claude owns the terminal: the server logs nothing on it
     seen = json.loads((tmp_path / "seen.json").read_text())
-    assert seen["argv"][:3] == ["--resume", "-p", "x"]  # then our --mcp-config
+    assert seen["argv"][0] == "--mcp-config"  # ours first, then claude's own
+    assert seen["argv"][2:] == ["--resume", "-p", "x"]
     assert seen["locks"] == [f"{seen['port']}.lock"]
     assert seen["force"] == "true" and "127.0.0.1" in seen["no_proxy"]
     assert list((tmp_path / "cfg" / "ide").iterdir()) == []  # the lock is gone
@@ -195,18 +196,19 @@ async def test_claude_command_reuses_a_running_server(app, nvim_address, nvim, t
         assert done.returncode == 7, done.stderr
         seen = json.loads((tmp_path / "seen.json").read_text())
         assert seen["port"] == str(app.port)
-        assert "--mcp-config" in seen["argv"]  # the server proved it holds its token
+        assert seen["argv"] == app.claude_args  # what the running server published
     assert app.lock_path.exists()  # the running server is untouched, in Neovim too:
     assert await nvim.exec_lua("return { vim.fn.exists(':ClaudeNvimSend'),"
                                " vim.env.CLAUDE_CODE_SSE_PORT }") == [2, str(app.port)]
 
 
-async def test_claude_command_gives_claude_no_token_a_server_did_not_prove(
+async def test_claude_command_gives_claude_only_what_the_running_server_published(
         nvim_address, nvim, tmp_path):
     with trio.socket.socket() as s:  # a port nobody listens on
         await s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    # This Neovim's server is said to be there (a live channel claims it), and a lock says so.
+    # This Neovim's server is said to be there (a live channel claims it), not yet ready (it
+    # published nothing for a claude), and a lock with another token says it listens.
     await nvim.exec_lua("vim.g.claude_nvim_server = {channel = select(1, ...), pid = 1,"
                         " port = select(2, ...)}", nvim.channel_id, port)
     ide = tmp_path / "cfg" / "ide"
@@ -288,14 +290,21 @@ async def test_claude_command_options_go_before_claudes(nvim_address, tmp_path):
         [*CLAUDE_NVIM, "claude", "--log-file", str(log_file), "--nvim", nvim_address,
          "-p", "x", "--log-file", "claude's"], env=env, check=False, capture_stderr=True)
     assert done.returncode == 7, done.stderr
-    assert json.loads((tmp_path / "seen.json").read_text())["argv"][:4] == [
+    assert json.loads((tmp_path / "seen.json").read_text())["argv"][2:] == [
         "-p", "x", "--log-file", "claude's"]
     assert "listening on ws://127.0.0.1:" in log_file.read_text()
     # After `--`, all is claude's.
     done = await trio.run_process([*CLAUDE_NVIM, "claude", f"--nvim={nvim_address}", "--",
                                    "--help"], env=env, check=False, capture_stderr=True)
     assert done.returncode == 7, done.stderr
-    assert json.loads((tmp_path / "seen.json").read_text())["argv"][:1] == ["--help"]
+    assert json.loads((tmp_path / "seen.json").read_text())["argv"][2:] == ["--help"]
+    # A `--` of claude's own: what follows is its prompt, and --mcp-config comes before it.
+    done = await trio.run_process([*CLAUDE_NVIM, "claude", f"--nvim={nvim_address}", "-p",
+                                   "--", "--some text"], env=env, check=False,
+                                  capture_stderr=True)
+    assert done.returncode == 7, done.stderr
+    argv = json.loads((tmp_path / "seen.json").read_text())["argv"]
+    assert argv[0] == "--mcp-config" and argv[2:] == ["-p", "--", "--some text"]
 
 
 def test_claude_command_failures_are_one_line(nvim_address, tmp_path):

@@ -1,4 +1,4 @@
--- claude-nvim as a Neovim plugin: the commands, the Claude terminal, the private install.
+-- claude-nvim as a Neovim plugin: the options, the server it runs, the private install.
 --
 -- The server (the Python `claude-nvim`) installs its own modules over RPC as claude_nvim.core,
 -- claude_nvim.mentions, claude_nvim.diffs, ...: this plugin owns `claude_nvim` and the files
@@ -10,6 +10,7 @@ local defaults = {
   cmd = nil,      -- the claude-nvim to run (a string or a list); nil: the private install, PATH
   python = nil,   -- the Python for the private install; nil: python3.13 ... python3.11, python3
   packages = {},  -- tool packages for the private install too (pip specs: paths, git+https://)
+  start_server = 'startup',  -- 'startup': once a UI is up; 'first_use': at the first command
   terminal = { position = 'right', size = 0.4 },  -- right left bottom top float tab; <1: a share
   diff = { open_in = 'tab', keep_focus = false },  -- open_in: 'tab' or 'current'
 }
@@ -28,7 +29,23 @@ function M.setup(opts)
   publish()
 end
 
-local function warn(msg) vim.notify('claude-nvim: ' .. msg, vim.log.levels.WARN) end
+--- Tell the user `msg` (level: 'INFO', 'WARN', 'ERROR'). Never a hit-enter prompt, which would
+--- hold Neovim (RPC calls too): a message on screen is overwritten, not pushed up (:redraw),
+--- and this one takes one line, cut in the middle to fit if need be (:messages keeps it whole,
+--- where 'shortmess' has T and the command line has a line).
+function M.tell(msg, level)
+  msg = 'claude-nvim: ' .. msg
+  local hl = ({ WARN = 'WarningMsg', ERROR = 'ErrorMsg' })[level] or 'None'
+  if vim.o.cmdheight == 0 or not vim.o.shortmess:find('T', 1, true) then
+    local room = math.max(vim.v.echospace - 1, 1)
+    while vim.fn.strdisplaywidth(msg) > room do
+      msg = vim.fn.strcharpart(msg, 0, vim.fn.strchars(msg) - 2) .. '…'
+    end
+  end
+  vim.cmd('redraw')
+  vim.cmd('echohl ' .. hl .. ' | echomsg ' .. vim.fn.string(msg) .. ' | echohl None')
+end
+local tell = M.tell
 
 --- The directory of the private install (a venv): stdpath('data')/claude-nvim/venv.
 function M.venv() return require('claude_nvim.install').venv() end
@@ -46,15 +63,18 @@ function M.command()
     .. 'opts.cmd, or put claude-nvim on PATH (pipx install / uv tool install)'
 end
 
---- The running server's state in this Neovim (vim.g.claude_nvim_server, kept by the server's
---- claude_nvim.core), or nil when none runs: a dead server's leftover is none.
+--- The live server of this Neovim, as its claude_nvim.core keeps it (port, clients, and once
+--- ready `claude`: what a claude needs), or nil when none runs.
 function M.server()
-  local info = vim.g.claude_nvim_server
-  if type(info) ~= 'table' or type(info.port) ~= 'number' then return nil end
-  if api.nvim_get_chan_info(info.channel).id == nil then return nil end
-  return info
+  local core = package.loaded['claude_nvim.core']
+  return type(core) == 'table' and core.live_server and core.live_server() or nil
 end
 local server = M.server
+
+local function ready_server()
+  local info = server()
+  return info and type(info.claude) == 'table' and info or nil
+end
 
 --- For statuslines: "" when no Claude is connected, else e.g. "Claude" or "Claude ×2 · 1 diff".
 function M.status()
@@ -68,87 +88,82 @@ function M.status()
   return text
 end
 
--- Mentions made before a server ran: delivered once its modules are in (it then queues them
--- until a Claude connects). Each is the argument list of :ClaudeNvimAdd.
-local waiting, polling = {}, false
-local WAIT_MS, POLL_MS = 30000, 50
+-- The server runs in a job of its own (`claude-nvim serve`), as long as Neovim: one Python
+-- process for any number of Claudes, which the plugin starts itself with what the server
+-- publishes. Whoever needs it waits for its announcement (User ClaudeNvimServerReady).
+local serving = nil  -- the server's job id, while the one this plugin started runs
+local waiting = {}   -- {ready = fn(info), failed = fn(why)}: for a ready server
 
-local function deliver()
-  local mentions = package.loaded['claude_nvim.mentions']
-  local core = package.loaded['claude_nvim.core']
-  for _, fargs in ipairs(waiting) do core.guard(mentions.add)({ fargs = fargs }) end
+local function settle(ok, value)
+  local now = waiting
   waiting = {}
-end
-
-local function wait_for_server()
-  if polling then return end
-  polling = true
-  local waited = 0
-  local function poll()
-    if server() and package.loaded['claude_nvim.mentions'] then
-      polling = false
-      return deliver()
-    end
-    waited = waited + POLL_MS
-    local started = require('claude_nvim.terminal').running()
-    if waited >= WAIT_MS or not started then
-      polling = false
-      warn(#waiting .. ' mention(s) dropped: ' .. (started and 'no claude-nvim server started '
-        .. 'within ' .. WAIT_MS / 1000 .. ' s' or 'Claude did not start') .. '; send again')
-      waiting = {}
-      return
-    end
-    vim.defer_fn(poll, POLL_MS)
+  for _, waiter in ipairs(now) do
+    local done, err = pcall(ok and waiter.ready or waiter.failed, value)
+    if not done then tell(tostring(err), 'ERROR') end
   end
-  vim.defer_fn(poll, 0)
 end
 
--- Send a mention now if a server runs, else start Claude (as :ClaudeNvim) and send it then.
--- With no Claude connected, Claude starts too (the server keeps the mention for it 10 s).
-local function mention(now, fargs)
-  local mentions, info = package.loaded['claude_nvim.mentions'], server()
+api.nvim_create_autocmd('User', { pattern = 'ClaudeNvimServerReady',
+  group = api.nvim_create_augroup('claude_nvim_plugin', { clear = true }),
+  callback = function()  -- after the server's call that announced it
+    vim.schedule(function()
+      local info = ready_server()
+      if info then settle(true, info) end
+    end)
+  end })
+
+local function serve()
+  if serving then return end
+  local cmd, why = M.command()
+  if cmd == nil then return settle(false, why) end
+  if vim.v.servername == '' then
+    return settle(false, 'this Neovim has no RPC address (v:servername)')
+  end
+  local said = nil  -- its last line of error, if it fails
+  local job = vim.fn.jobstart(vim.list_extend(cmd, { 'serve', '--nvim', vim.v.servername }), {
+    on_stderr = function(_, lines)
+      for _, line in ipairs(lines) do
+        if line:match('^claude%-nvim: ') then said = line:sub(14) end
+      end
+    end,
+    on_exit = function(job, code)
+      vim.schedule(function()
+        if serving == job then serving = nil end
+        -- Refused as another server is starting here: that one will announce itself.
+        if #waiting > 0 and not server() then
+          settle(false, said or ('the claude-nvim server exited with code ' .. code))
+        end
+      end)
+    end,
+  })
+  if job <= 0 then return settle(false, 'cannot run ' .. cmd[1]) end
+  serving = job
+end
+
+--- Call `ready(info)` once a server is ready here (at once if one is), starting one if need
+--- be; `failed(why)` if it cannot start.
+function M.when_ready(ready, failed)
+  local info = ready_server()
+  if info then return ready(info) end
+  waiting[#waiting + 1] = { ready = ready, failed = failed }
+  if not server() then serve() end  -- a live one that is not ready yet will announce itself
+end
+
+--- Start the server now, unless opts.start_server is 'first_use' (or one runs).
+function M.start_ahead()
+  if M.config.start_server ~= 'first_use' and not server() then serve() end
+end
+
+--- Get a mention to the server: `deliver(mentions)` once it is ready. With no Claude
+--- connected or running, one starts too (the server keeps the mention for it).
+function M.mention(deliver)
   local terminal = require('claude_nvim.terminal')
-  if info and mentions then
-    package.loaded['claude_nvim.core'].guard(now)(mentions)
-    if (tonumber(info.clients) or 0) == 0 and not terminal.running() then terminal.open({}) end
-    return
+  local info = server()
+  if (info == nil or (tonumber(info.clients) or 0) == 0) and not terminal.running() then
+    terminal.open({})
   end
-  waiting[#waiting + 1] = fargs
-  if not terminal.running() then terminal.open({}) end
-  wait_for_server()
-end
-
--- A path as the server would resolve it now: relative to Neovim's cwd at the time of the call.
-local function absolute(path)
-  if path:sub(1, 1) == '/' or path:sub(1, 1) == '~' then return path end
-  return vim.fn.getcwd(-1, -1) .. '/' .. path
-end
-
---- :ClaudeNvimSend: the selected lines (or this line) of this file.
-function M.send(opts)
-  local buf = api.nvim_get_current_buf()
-  local name = api.nvim_buf_get_name(buf)
-  if vim.bo[buf].buftype ~= '' or name == '' then
-    return warn('not a file buffer: nothing to send')
-  end
-  local first, last = opts.line1, opts.line2
-  if opts.range == 0 then first = api.nvim_win_get_cursor(0)[1]; last = first end
-  mention(function(mentions) mentions.send(opts) end,
-    { name, tostring(first), tostring(last) })
-end
-
---- :ClaudeNvimAdd {path} [start] [end]: a file, a line range of it, or a directory.
-function M.add(opts)
-  local fargs = vim.deepcopy(opts.fargs)
-  fargs[1] = absolute(fargs[1])
-  mention(function(mentions) mentions.add(opts) end, fargs)
-end
-
---- :ClaudeNvimDiffAccept / :ClaudeNvimDiffDeny: the verdict on the diff shown here.
-function M.diff(verdict)
-  local diffs = package.loaded['claude_nvim.diffs']
-  if not (server() and diffs) then return warn('no pending diff here') end
-  if verdict == 'accept' then diffs.accept_current() else diffs.deny_current() end
+  M.when_ready(function() deliver(package.loaded['claude_nvim.mentions']) end,
+    function(why) tell('nothing sent: ' .. why, 'WARN') end)
 end
 
 --- :ClaudeNvimInstall: (re)make the private install, without blocking Neovim.

@@ -1,16 +1,16 @@
--- The Claude terminals: `claude-nvim claude [args]` in a terminal buffer named claude-nvim://N
--- that can be hidden (claude keeps running) and shown again; it closes when claude exits.
--- Several can run: they take turns in one window (the Claude window) and :ClaudeNvim toggles
--- the current one, the last shown or entered.
+-- The Claude terminals: `claude` in a terminal buffer named `Claude N`, started by the plugin
+-- itself with what the server publishes (its environment and arguments), that can be hidden
+-- (claude keeps running) and shown again; it closes when claude exits. Several can run: they
+-- take turns in one window (the Claude window, pinned to them with 'winfixbuf') and
+-- :ClaudeNvim toggles the current one, the last shown or entered.
 local api = vim.api
 local M = {}
 
 local claudes = {}    -- the running ones, oldest first: { n = N, buf = buffer, job = job id }
 local current = nil   -- one of them, or nil
-local previous = nil  -- the window to go back to from a Claude
-local numbered = 0    -- the last N given: a Claude keeps its number, and no number comes back
+local PINS = vim.fn.exists('+winfixbuf') == 1  -- Neovim 0.10 and later
 
-local function warn(msg) vim.notify('claude-nvim: ' .. msg, vim.log.levels.WARN) end
+local function tell(msg, level) require('claude_nvim').tell(msg, level) end
 
 local function forget(claude)
   for i, other in ipairs(claudes) do
@@ -37,6 +37,18 @@ end
 --- Whether a Claude terminal of this Neovim runs.
 function M.running() return #running() > 0 end
 
+-- The lowest number no Claude terminal has (one that failed keeps its number on screen).
+local function free_number()
+  local taken = {}
+  for _, buf in ipairs(api.nvim_list_bufs()) do
+    local n = vim.b[buf].claude_nvim_terminal
+    if n then taken[n] = true end
+  end
+  local n = 1
+  while taken[n] do n = n + 1 end
+  return n
+end
+
 -- A window of this tab showing `claude` (the current window if it is one), or nil.
 local function window_of(claude)
   local here, tab, found = api.nvim_get_current_win(), api.nvim_get_current_tabpage(), nil
@@ -54,10 +66,13 @@ local function claude_window()
   return win
 end
 
--- Going to a Claude: remember where from (not from another Claude).
-local function leaving()
-  local here = api.nvim_get_current_win()
-  if not is_claude(api.nvim_win_get_buf(here)) then previous = here end
+-- The window to go back to from a Claude: the file window the user was in last (the server's
+-- one rule, core.editor_window), else the previous window.
+local function back()
+  local core = package.loaded['claude_nvim.core']
+  local win = type(core) == 'table' and core.editor_window and core.editor_window()
+  if win then return api.nvim_set_current_win(win) end
+  vim.cmd('wincmd p')
 end
 
 -- A share (< 1) of `total`, or a number of cells.
@@ -66,15 +81,29 @@ local function cells(size, total)
   return math.max(1, math.floor(size < 1 and total * size or size))
 end
 
+-- `win` shows `buf`: a Claude window is pinned to its terminal (:edit there is refused), and
+-- only the plugin changes what it shows.
+local function show_in(win, buf)
+  if PINS then vim.wo[win].winfixbuf = false end
+  api.nvim_win_set_buf(win, buf)
+  for option, value in pairs({ number = false, relativenumber = false, signcolumn = 'no',
+                                spell = false }) do
+    vim.wo[win][option] = value
+  end
+  if PINS then vim.wo[win].winfixbuf = true end
+end
+
 -- A new window for `buf`, where opts.terminal.position says; it becomes the current one.
 local function open_window(buf)
   local opts = require('claude_nvim').config.terminal
   local position, size = opts.position or 'right', opts.size
   if position == 'float' then
     local width, height = cells(size or 0.8, vim.o.columns), cells(size or 0.8, vim.o.lines)
-    return api.nvim_open_win(buf, true, { relative = 'editor', border = 'rounded',
+    local win = api.nvim_open_win(buf, true, { relative = 'editor', border = 'rounded',
       width = width, height = height, row = math.floor((vim.o.lines - height) / 2) - 1,
       col = math.floor((vim.o.columns - width) / 2) })
+    show_in(win, buf)
+    return win
   end
   if position == 'tab' then
     vim.cmd('tab split')
@@ -82,14 +111,14 @@ local function open_window(buf)
     local split = ({ right = 'botright vsplit', left = 'topleft vsplit',
                      bottom = 'botright split', top = 'topleft split' })[position]
     if split == nil then
-      vim.notify('claude-nvim: opts.terminal.position ' .. vim.inspect(position) .. ' is not '
-        .. 'right, left, bottom, top, float or tab: using right', vim.log.levels.WARN)
+      tell('opts.terminal.position ' .. vim.inspect(position) .. ' is not right, left, '
+        .. 'bottom, top, float or tab: using right', 'WARN')
       split, position = 'botright vsplit', 'right'
     end
     vim.cmd(split)
   end
   local win = api.nvim_get_current_win()
-  api.nvim_win_set_buf(win, buf)
+  show_in(win, buf)
   if position == 'right' or position == 'left' then
     api.nvim_win_set_width(win, cells(size, vim.o.columns))
     vim.wo[win].winfixwidth = true
@@ -100,95 +129,69 @@ local function open_window(buf)
   return win
 end
 
-local function style(win)
-  for option, value in pairs({ number = false, relativenumber = false, signcolumn = 'no',
-                                spell = false }) do
-    vim.wo[win][option] = value
-  end
-end
-
 -- In the Claude window `win` (the buffer it showed stays running), else in a new window.
 local function place(buf, win)
   if win == nil then return open_window(buf) end
   api.nvim_set_current_win(win)
-  api.nvim_win_set_buf(win, buf)
+  show_in(win, buf)
   return win
 end
 
--- Name the terminal (the current buffer) claude-nvim://N, leaving no buffer of its old name.
-local function name(buf, n)
+-- Name the terminal `Claude N` (a tab shows it so), leaving no buffer of its old name. A buffer
+-- of that name (a file called so) keeps it: this one is then claude-nvim://N.
+local function name(claude)
+  local buf = claude.buf
   local old = api.nvim_buf_get_name(buf)
-  vim.cmd('silent keepalt file ' .. vim.fn.fnameescape('claude-nvim://' .. n))
-  local bufs = api.nvim_list_bufs()  -- :file made one for the old name: the newest buffer
+  for _, new in ipairs({ 'Claude ' .. claude.n, 'claude-nvim://' .. claude.n }) do
+    if pcall(api.nvim_buf_set_name, buf, new) then break end
+  end
+  local bufs = api.nvim_list_bufs()  -- renaming made one for the old name: the newest buffer
   local stale = bufs[#bufs]
-  if stale ~= buf and api.nvim_buf_get_name(stale) == old then
+  if stale ~= buf and old ~= '' and api.nvim_buf_get_name(stale) == old then
     pcall(api.nvim_buf_delete, stale, { force = true })
   end
 end
 
--- The server runs in a job of its own (`claude-nvim serve`), not in a Claude's terminal: the
--- Claude that started it exiting would stop it under the others. It stops with the last one.
-local serving = nil   -- the server's job id, when this plugin started it
-local stopping = nil  -- the one stopped, until it is gone: a new Claude must not reuse it
-local SERVE_WAIT_MS, POLL_MS = 30000, 20
-
-local function serve(cmd)
-  local job = vim.fn.jobstart(vim.list_extend(vim.deepcopy(cmd),
-    { 'serve', '--nvim', vim.v.servername }), { on_exit = function(job)
-      if serving == job then serving = nil end
-      if stopping == job then stopping = nil end
-    end })
-  return job > 0 and job or nil
-end
-
--- Call `proceed` once a server serves this Neovim, starting one if need be; if none does (it
--- failed, or 30 s passed), call it all the same: `claude-nvim claude` then serves itself.
-local function with_server(cmd, proceed)
-  local plugin = require('claude_nvim')
-  -- With no claude to run, `claude-nvim claude` says so at once, and no server is left behind.
-  if vim.fn.executable(vim.env.CLAUDE_NVIM_CLAUDE or 'claude') == 0 then return proceed() end
-  local waited, ours = 0, nil
-  local function poll()
-    if stopping == nil and plugin.server() then return proceed() end
-    if stopping == nil and serving == nil then
-      if ours then return proceed() end  -- it exited: it failed
-      serving = serve(cmd)
-      ours = serving
-      if ours == nil then return proceed() end
-    end
-    waited = waited + POLL_MS
-    if waited > SERVE_WAIT_MS then return proceed() end
-    vim.defer_fn(poll, POLL_MS)
-  end
-  poll()
-end
-
-local function gone(claude)
+-- `claude` cannot run: its window stays, saying why.
+local function failed(claude, why)
   forget(claude)
-  if #claudes == 0 and serving then
-    stopping, serving = serving, nil
-    vim.fn.jobstop(stopping)
-  end
+  local buf = claude.buf
+  if not api.nvim_buf_is_valid(buf) then return end
+  vim.bo[buf].modifiable = true
+  api.nvim_buf_set_lines(buf, 0, -1, false, { 'claude-nvim: ' .. why })
+  vim.bo[buf].modifiable = false
+  vim.bo[buf].modified = false
+  vim.bo[buf].bufhidden = 'wipe'
+  tell('Claude ' .. claude.n .. ' did not start: ' .. why, 'WARN')
 end
 
--- Run claude in `claude`'s buffer (once a server serves): Terminal mode if it is in view.
-local function run(claude, cmd)
+-- Run claude in `claude`'s buffer with what the server published (`info.claude`), then the
+-- user's `args`: Terminal mode if it is in view.
+local function run(claude, info, args)
   local buf = claude.buf
-  if not api.nvim_buf_is_valid(buf) then return gone(claude) end  -- closed meanwhile
+  if not api.nvim_buf_is_valid(buf) then return forget(claude) end  -- closed meanwhile
+  local exe = vim.env.CLAUDE_NVIM_CLAUDE or 'claude'
+  if vim.fn.executable(exe) == 0 then
+    return failed(claude, '`' .. exe .. '` is not on PATH; install Claude Code (npm install -g '
+      .. '@anthropic-ai/claude-code) or set $CLAUDE_NVIM_CLAUDE to it')
+  end
+  local cmd = vim.list_extend({ exe }, vim.list_extend(vim.deepcopy(info.claude.args or {}), args))
   local function exited(_, code)
     vim.schedule(function()
-      gone(claude)
+      forget(claude)
       if not api.nvim_buf_is_valid(buf) then return end
-      if code ~= 0 then  -- it stays on screen, saying why (claude not on PATH, ...)
+      if code ~= 0 then  -- it stays on screen, saying why
         vim.bo[buf].bufhidden = 'wipe'
-        return vim.notify('claude-nvim: `' .. table.concat(cmd, ' ') .. '` exited with code '
-          .. code, vim.log.levels.WARN)
+        return tell('Claude ' .. claude.n .. ' (`' .. exe .. '`) exited with code ' .. code, 'WARN')
       end
       -- Its windows close with it; a last window gets an empty buffer instead.
+      for _, win in ipairs(vim.fn.win_findbuf(buf)) do
+        if PINS then vim.wo[win].winfixbuf = false end
+      end
       pcall(api.nvim_buf_delete, buf, { force = true })
     end)
   end
-  local job_opts = { on_exit = exited }
+  local job_opts = { on_exit = exited, env = info.claude.env }
   vim.bo[buf].modifiable = true
   local job = api.nvim_buf_call(buf, function()
     if vim.fn.has('nvim-0.11') == 1 then
@@ -197,62 +200,49 @@ local function run(claude, cmd)
     end
     return vim.fn.termopen(cmd, job_opts)
   end)
-  if job <= 0 then
-    gone(claude)
-    pcall(api.nvim_buf_delete, buf, { force = true })
-    return vim.notify('claude-nvim: cannot run ' .. cmd[1], vim.log.levels.ERROR)
-  end
+  if job <= 0 then return failed(claude, 'cannot run ' .. exe) end
   claude.job = job
   vim.bo[buf].bufhidden = 'hide'  -- a hidden Claude keeps running
-  api.nvim_buf_call(buf, function() name(buf, claude.n) end)
+  name(claude)
   if api.nvim_get_current_buf() == buf then vim.cmd('startinsert') end
 end
 
 -- A new Claude, in the Claude window `win` (the one it showed keeps running) or a new one.
 local function start(args, win)
-  local cmd, why = require('claude_nvim').command()
-  if cmd == nil then
-    return vim.notify('claude-nvim: ' .. why, vim.log.levels.ERROR)
-  end
   local buf = api.nvim_create_buf(false, true)
-  leaving()
-  style(place(buf, win))
-  numbered = numbered + 1
-  local claude = { n = numbered, buf = buf }
+  place(buf, win)
+  local claude = { n = free_number(), buf = buf }
   vim.bo[buf].modifiable = false  -- until claude runs in it
   vim.b[buf].claude_nvim_terminal = claude.n
   claudes[#claudes + 1], current = claude, claude
   api.nvim_create_autocmd({ 'BufEnter', 'WinEnter' }, { buffer = buf, callback = function()
     if is_claude(buf) then current = claude end
   end })
-  with_server(cmd, function()
-    run(claude, vim.list_extend(vim.deepcopy(cmd), { 'claude', unpack(args) }))
-  end)
+  require('claude_nvim').when_ready(function(info) run(claude, info, args) end,
+    function(why) failed(claude, why) end)
 end
 
 -- Show `claude` here: in the Claude window of this tab, else in a new one.
 local function show(claude)
-  leaving()
   -- Shown in another tab: it moves here.
   for _, win in ipairs(vim.fn.win_findbuf(claude.buf)) do pcall(api.nvim_win_close, win, false) end
-  local win = place(claude.buf, claude_window())
-  style(win)
+  place(claude.buf, claude_window())
   current = claude
   vim.cmd('startinsert')
 end
 
 local function hide(win)
-  local back = previous
   if not pcall(api.nvim_win_close, win, false) then
     -- The last window: it shows another buffer instead (a new empty one if need be).
+    if PINS then vim.wo[win].winfixbuf = false end
     local alternate = vim.fn.bufnr('#')
     if alternate > 0 and vim.fn.buflisted(alternate) == 1 then
       api.nvim_win_set_buf(win, alternate)
     else
       api.nvim_win_set_buf(win, api.nvim_create_buf(true, false))
     end
-  elseif back and api.nvim_win_is_valid(back) then
-    api.nvim_set_current_win(back)
+  else
+    back()
   end
 end
 
@@ -260,7 +250,6 @@ end
 local function go(claude)
   local win = window_of(claude)
   if win == nil then return show(claude) end
-  leaving()
   api.nvim_set_current_win(win)
   vim.cmd('startinsert')
 end
@@ -276,8 +265,8 @@ function M.toggle(args)
   local win = M.running() and window_of(current)
   if win then return hide(win) end
   if args and #args > 0 and M.running() then
-    warn('claude runs already; for another with these arguments: :ClaudeNvimNew '
-      .. table.concat(args, ' '))
+    tell('claude runs already; for another with these arguments: :ClaudeNvimNew '
+      .. table.concat(args, ' '), 'WARN')
   end
   M.open(args)
 end
@@ -291,15 +280,15 @@ end
 --- :ClaudeNvimSwitch [n]: to Claude n, else to the next one, in the Claude window.
 function M.switch(n)
   local all = running()
-  if #all == 0 then return warn('no Claude runs: :ClaudeNvim starts one') end
+  if #all == 0 then return tell('no Claude runs: :ClaudeNvim starts one', 'WARN') end
   local target
   for i, claude in ipairs(all) do
     if n == nil and claude == current then target = all[i % #all + 1] end
     if n ~= nil and tostring(claude.n) == tostring(n) then target = claude end
   end
   if target == nil then
-    return warn('no Claude ' .. tostring(n) .. ' (running: ' .. table.concat(M.numbers(), ', ')
-      .. ')')
+    return tell('no Claude ' .. tostring(n) .. ' (running: ' .. table.concat(M.numbers(), ', ')
+      .. ')', 'WARN')
   end
   go(target)
 end
@@ -312,12 +301,7 @@ end
 --- :ClaudeNvimFocus: to the current Claude (opening it if hidden), or from it back.
 function M.focus()
   local win = M.running() and window_of(current)
-  if win and win == api.nvim_get_current_win() then
-    if previous and api.nvim_win_is_valid(previous) and previous ~= win then
-      return api.nvim_set_current_win(previous)
-    end
-    return vim.cmd('wincmd p')
-  end
+  if win and win == api.nvim_get_current_win() then return back() end
   M.open({})
 end
 

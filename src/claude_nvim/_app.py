@@ -17,6 +17,7 @@ import secrets
 from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -25,7 +26,7 @@ from . import _lockfile as lockfile
 from . import _mentions as mentions
 from ._big_reads import BigReads
 from ._bufsync import BufsyncFeature
-from ._core import CoreFeature, max_file_bytes
+from ._core import CommandsFeature, CoreFeature, max_file_bytes
 from ._diffs import DiffRegistry, DiffsFeature
 from ._feature import Feature
 from ._lsp import LspFeature
@@ -45,6 +46,7 @@ from ._wire.constants import (
     MAX_MESSAGE_BYTES,
     MODEL_PATH,
     PROOF_HEADER,
+    model_endpoint_config,
     proof,
 )
 from ._wire.websocket import Connection, ConnectionClosed, Request
@@ -61,21 +63,33 @@ CLIENT_VERSION = dict(zip(("major", "minor", "patch"), map(int, re.findall(r"\d+
 """The package version as nvim_set_client_info takes it: "0.1.0" is major 0, minor 1, patch 0."""
 
 
-
 def built_in(*, max_file_bytes: int, on_folders: Callable[[list[str]], None],
              diff_registry: DiffRegistry, outboxes: Outboxes, replies: Replies) -> list[Feature]:
     """The features the App runs, in order: core first (the others' Lua requires it)."""
     return [CoreFeature(max_file_bytes, on_folders), LspFeature(replies), SelectionFeature(),
-            DiffsFeature(diff_registry), MentionsFeature(outboxes), BufsyncFeature()]
+            DiffsFeature(diff_registry), MentionsFeature(outboxes), CommandsFeature(),
+            BufsyncFeature()]
+
+
+CLAUDE_FILES: dict[str, Callable[[int, str], str]] = {
+    "--mcp-config": model_endpoint_config,
+}
+"""What a ``claude`` gets on its command line to use a server fully, by option: each a file the
+server writes privately (the content from its port and token) at start and removes at stop.
+The server publishes the arguments (``core.ready``); whoever starts a claude passes them."""
+
 
 class AlreadyServed(Exception):
     """This Neovim already has a live claude-nvim server."""
 
-    def __init__(self, port: int | None, pid: int | None) -> None:
+    def __init__(self, port: int | None, pid: int | None,
+                 claude: Mapping[str, Any] | None = None) -> None:
         super().__init__(f"this Neovim already has a claude-nvim server (port {port}, "
                          f"pid {pid}); use that one")
         self.port = port
         self.pid = pid
+        self.claude = claude
+        """What that server published for a ``claude`` (``env``, ``args``), if it is ready."""
 
 
 class App:
@@ -118,6 +132,9 @@ class App:
         self.lock_path: Path | None = None
         self.environment: dict[str, str] = {}
         """What a ``claude`` needs in its environment to connect here (as set in Neovim)."""
+        self.claude_args: list[str] = []
+        """What a ``claude`` needs on its command line (:data:`CLAUDE_FILES`), once started."""
+        self._claude_files: list[Path] = []
         self._lock_pid = os.getpid()
         self._connection_ids = itertools.count(1)
         self.outboxes = Outboxes(mention_queue_seconds, self._tell)
@@ -153,13 +170,13 @@ class App:
 
     async def _serve(self, task_status: trio.TaskStatus[int]) -> None:
         editor = self.editor
-        holder = await editor.exec_lua(lua.CLAIM_LUA, editor.channel_id, os.getpid())
-        if holder:
-            raise AlreadyServed(holder.get("port"), holder.get("pid"))
         modules = [f.lua for f in self.features if f.lua is not None]
         modules += [lua.LuaModule.from_string(t.lua_module, t.lua)
                     for t in self.tools.values() if t.lua]
-        await editor.exec_lua(lua.INSTALL_LUA, lua.install_arguments(modules))
+        holder = await editor.exec_lua(lua.CLAIM_LUA, editor.channel_id, os.getpid(),
+                                       lua.install_arguments(modules))
+        if holder:
+            raise AlreadyServed(holder.get("port"), holder.get("pid"), holder.get("claude"))
         await editor.request("nvim_set_client_info", "claude-nvim", CLIENT_VERSION,
                              "remote", {}, {"pid": os.getpid()})
         async with trio.open_nursery() as nursery:
@@ -179,7 +196,11 @@ class App:
                 abandon_on_cancel=True)
             for stale in stale_locks:
                 log.info("removed a stale lock file of this Neovim: %s", stale)
-            self._write_lock(info["folders"])  # last: the lock file says "ready"
+            self._write_claude_files()
+            self._write_lock(info["folders"])  # the lock file says "ready" to the CLI...
+            # ... and this, to whoever starts a claude in Neovim.
+            await editor.call_lua(lua.CORE, "ready",
+                                  {"env": self.environment, "args": self.claude_args})
             log.info("listening on ws://127.0.0.1:%d, lock file %s", self.port, self.lock_path)
             task_status.started(self.port)
 
@@ -190,6 +211,16 @@ class App:
         local = kind == "socket" or where.get("address") in ("127.0.0.1", "localhost", "::1")
         return nvim_pid if local and lockfile.pid_alive(nvim_pid) else os.getpid()
 
+    def _write_claude_files(self) -> None:
+        for option, content in CLAUDE_FILES.items():
+            # A new file of a random name (no planted file or symlink gets the token), 0600:
+            # on the command line, `ps` would show the token.
+            name = f"{option.strip('-')}-{self.port}-{secrets.token_hex(8)}.json"
+            path = lockfile.write_private(self.lock_directory, name,
+                                          content(self.port, self.token))
+            self._claude_files.append(path)
+            self.claude_args += [option, str(path)]
+
     def _write_lock(self, folders: list[str]) -> None:
         content = lockfile.lock_content(self._lock_pid, folders, self.token)
         self.lock_path = lockfile.write_lock(self.lock_directory, self.port, content)
@@ -198,6 +229,10 @@ class App:
         lock_path, self.lock_path = self.lock_path, None  # no late rewrite brings it back
         if lock_path is not None:
             lockfile.remove_lock(lock_path)
+        for path in self._claude_files:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+        self._claude_files.clear()
         # Does nothing unless this server owns Neovim: a refused one leaves the owner's alone.
         with trio.move_on_after(1, shield=True), contextlib.suppress(Exception):
             await self.editor.call_lua(lua.CORE, "unload", self.editor.channel_id,
@@ -308,7 +343,8 @@ class App:
         if connection.client_pid is not None:
             with contextlib.suppress(Exception):
                 found = await self.editor.call_lua(mentions.MODULE, "terminals")
-                terminals = [Terminal(t["buf"], t["pid"], str(t.get("name", "")))
+                terminals = [Terminal(t["buf"], t["pid"], str(t.get("name", "")),
+                                      str(t.get("label") or ""))
                              for t in found if isinstance(t, dict)
                              and isinstance(t.get("buf"), int) and isinstance(t.get("pid"), int)]
         # In a thread: off Linux, a parent pid is a `ps` run away.

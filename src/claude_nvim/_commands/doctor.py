@@ -124,12 +124,13 @@ def _running_neovim(address: str) -> list[Finding]:
 
 
 RUNNING_LUA = """
-local v, info = vim.version(), vim.g.claude_nvim_server
-local alive = type(info) == 'table' and type(info.port) == 'number'
-  and vim.api.nvim_get_chan_info(info.channel).id ~= nil
-return { v.major, v.minor, v.patch, alive and info.port or vim.NIL, alive and info.clients or 0 }
+local v, core = vim.version(), package.loaded['claude_nvim.core']
+local info = type(core) == 'table' and core.live_server and core.live_server()
+local port = info and tonumber(info.port)
+return { v.major, v.minor, v.patch, port or vim.NIL, port and info.clients or 0 }
 """
-"""A running Neovim's version and its server (core.publish and core.clients keep it there)."""
+"""A running Neovim's version and its server (``core.live_server``, the one test of a live
+server)."""
 
 
 def _claude() -> Finding:

@@ -78,3 +78,11 @@ def max_file_bytes(megabytes: float | None = None) -> int:
     if not 0 < megabytes < math.inf:
         raise ValueError(f"the file size limit must be a positive number of MB, not {megabytes}")
     return min(int(megabytes * 2**20), 2**53)  # Lua's numbers are doubles
+
+
+class CommandsFeature(Feature):
+    """``claude_nvim.commands``: the user commands (:ClaudeNvimSend, :ClaudeNvimAdd,
+    :ClaudeNvimDiffAccept, :ClaudeNvimDiffDeny), defined once for the server and the Neovim
+    plugin: the server defines those the plugin has not."""
+
+    lua = shared_module(__name__, "commands")

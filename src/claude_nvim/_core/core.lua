@@ -56,6 +56,33 @@ function M.is_editor(win)
     and not vim.b[buf].claude_nvim_proposal
 end
 
+-- The file windows the user was in, most recent first (a few: one may close).
+local editors = {}
+
+local function entered()
+  local win = api.nvim_get_current_win()
+  if not M.is_editor(win) then return end
+  for i = #editors, 1, -1 do
+    if editors[i] == win then table.remove(editors, i) end
+  end
+  table.insert(editors, 1, win)
+  editors[9] = nil
+end
+
+-- The user's editor window, by one rule: the current window if it is an editor, else the file
+-- window the user was in last (while the cursor is in Claude's terminal, say); nil when there
+-- is none. openFile opens files there, a diff beside Claude shows its file there,
+-- getOpenEditors and getCurrentSelection take its file as the active one, and the Neovim
+-- plugin goes back there from Claude.
+function M.editor_window()
+  local win = api.nvim_get_current_win()
+  if M.is_editor(win) then return win end
+  for _, last in ipairs(editors) do
+    if api.nvim_win_is_valid(last) and M.is_editor(last) then return last end
+  end
+  return nil
+end
+
 -- Whether vim.fs.normalize would leave `name` as it is (most buffer names): it costs 20 us a
 -- call, 20 ms for a thousand buffers.
 local function normal(name)
@@ -269,7 +296,7 @@ function M.reader()
 end
 
 -- opts: chan (the server's channel), max_file_bytes. M.modules, the modules the server
--- installed, is set when they are installed (_nvim/lua.py's INSTALL_LUA).
+-- installed, is set when they are installed (_nvim/lua.py's CLAIM_LUA).
 function M.setup(opts)
   M.chan = opts.chan
   M.max_file_bytes = opts.max_file_bytes or M.max_file_bytes
@@ -280,12 +307,30 @@ function M.setup(opts)
   api.nvim_create_autocmd({ 'BufReadPost', 'BufWritePost', 'FileChangedShellPost' }, {
     group = group, callback = function(ev) remember_mtime(ev.buf) end,
   })
+  editors = {}
+  local previous = vim.fn.win_getid(vim.fn.winnr('#'))
+  for _, win in ipairs({ previous, api.nvim_get_current_win() }) do
+    if win ~= 0 and M.is_editor(win) then table.insert(editors, 1, win) end
+  end
+  api.nvim_create_autocmd({ 'WinEnter', 'BufEnter' }, { group = group, callback = entered })
   local function folders_changed()
     vim.schedule(M.guard(function() M.notify('claude_nvim_folders', M.workspace_folders()) end))
   end
   api.nvim_create_autocmd({ 'DirChanged', 'LspAttach', 'LspDetach' }, {
     group = group, callback = folders_changed,
   })
+end
+
+-- The live server of this Neovim: its record (vim.g.claude_nvim_server: channel, pid, port,
+-- clients, and once ready `claude`, what a claude needs to connect), or nil. A server that died
+-- without cleaning up leaves its record behind: its channel is gone. The one test of "is a
+-- server here": the claim (_nvim/lua.py's CLAIM_LUA), the Neovim plugin and the doctor all ask this.
+function M.live_server()
+  local info = vim.g.claude_nvim_server
+  if type(info) ~= 'table' or info.channel == nil then return nil end
+  -- A closed channel has no id (Neovim 0.10 gives its info as {[true] = 6}, not {}).
+  if api.nvim_get_chan_info(info.channel).id == nil then return nil end
+  return info
 end
 
 -- Listening on `port`: publish it to Neovim's environment so that `claude` started from any
@@ -315,17 +360,17 @@ function M.publish(port)
   return { pid = vim.fn.getpid(), folders = M.workspace_folders(), env = env }
 end
 
--- Create the user commands {name = {fn, opts}} that do not exist yet (a Neovim plugin may
--- have defined them at start-up); the names of those created, for stop() to delete.
-function M.create_commands(commands)
-  local created = {}
-  for name, spec in pairs(commands) do
-    if vim.fn.exists(':' .. name) ~= 2 then
-      api.nvim_create_user_command(name, spec[1], spec[2])
-      created[#created + 1] = name
-    end
-  end
-  return created
+-- Ready (the lock file is written): `claude` = {env, args}, what a claude started by anyone
+-- needs to use this server fully (its environment, and its command-line arguments: files the
+-- server wrote). Kept in the record and announced: `User ClaudeNvimServerReady`, data: the
+-- record. Whoever waits for a server waits for that.
+function M.ready(claude)
+  local info = vim.g.claude_nvim_server
+  if type(info) ~= 'table' then return end
+  info.claude = claude
+  vim.g.claude_nvim_server = info
+  pcall(api.nvim_exec_autocmds, 'User', { pattern = 'ClaudeNvimServerReady', data = info,
+                                         modeline = false })
 end
 
 -- `count` Claudes are connected now, one more (`connected`) or one fewer: kept in

@@ -21,16 +21,24 @@ local function options()
            keep_focus = diff.keep_focus == true }
 end
 
--- A window of the current tab to show the target in: the previous window if it shows a file,
--- else the first that does, else a new split left of the current one (the Claude terminal).
+-- A window not pinned to its buffer ('winfixbuf': a Claude window is, and a split copies it).
+local function unpin(win)
+  if vim.fn.exists('+winfixbuf') == 1 then vim.wo[win].winfixbuf = false end
+  return win
+end
+
+-- A window of the current tab to show the target in: the user's editor window
+-- (core.editor_window) if it is in this tab, else the first that shows a file, else a new
+-- split left of the current one (the Claude terminal).
 local function editor_window()
-  local previous = vim.fn.win_getid(vim.fn.winnr('#'))
-  if previous ~= 0 and core.is_editor(previous) then return previous end
-  for _, win in ipairs(api.nvim_tabpage_list_wins(0)) do
+  local tab = api.nvim_get_current_tabpage()
+  local user = core.editor_window()
+  if user and api.nvim_win_get_tabpage(user) == tab then return user end
+  for _, win in ipairs(api.nvim_tabpage_list_wins(tab)) do
     if core.is_editor(win) then return win end
   end
   vim.cmd('aboveleft vsplit')
-  return api.nvim_get_current_win()
+  return unpin(api.nvim_get_current_win())
 end
 
 local function resolve(id, status)
@@ -46,6 +54,9 @@ local function resolve(id, status)
     -- The proposal stays on screen, read-only, until the CLI's close_tab.
     vim.bo[prop].modified = false
     vim.bo[prop].modifiable = false
+    -- The file becomes the proposal (claude writes it): the buffer's unsaved changes, which the
+    -- user saw against it, make way (undo brings them back), so that the buffer follows.
+    if d.unsaved and api.nvim_buf_is_valid(d.target) then vim.bo[d.target].modified = false end
   end
   core.notify(EVENT, id, status, result)
 end
@@ -69,6 +80,14 @@ end
 function M.accept_current() verdict('accepted') end
 function M.deny_current() verdict('rejected') end
 
+-- Name `buf` `name` (a tab label shows it), or `name` with the diff's id where another
+-- buffer has that name (two diffs of one file name).
+local function name_buffer(buf, name, id)
+  if not pcall(api.nvim_buf_set_name, buf, name) then
+    api.nvim_buf_set_name(buf, (name:gsub('%)$', ' ' .. id .. ')')))
+  end
+end
+
 -- Open diff `id`: a new tab with the target file (an empty scratch buffer for a new file)
 -- beside an editable proposal buffer that no :w can write to disk.
 function M.open(id, candidates, lines, tab_name, by)
@@ -76,16 +95,12 @@ function M.open(id, candidates, lines, tab_name, by)
   local found = core.existing(candidates)
   local path, exists = found or core.absolute(candidates[1]), found ~= nil
   local target = core.find_buffer({ path })
-  if target and vim.bo[target].modified then
-    -- claude's screen says "Opened changes in Neovim" whatever the answer: say it here.
-    core.tell("Claude's edit of " .. vim.fn.fnamemodify(path, ':~:.') .. ' is not shown: it has'
-      .. ' unsaved changes here. Save (:w) or revert (:e!) it, then ask Claude again.', 'WARN')
-    return 'Cannot open diff: ' .. path .. ' has unsaved changes in Neovim'
-  end
+  -- Unsaved changes: the diff is against them, what the user sees (its window bar says so).
+  local unsaved = target ~= nil and vim.bo[target].modified
   local scratch = nil
   if not exists then
     scratch = api.nvim_create_buf(false, true)
-    api.nvim_buf_set_name(scratch, 'claude-nvim://diff/' .. id .. '/new/' .. vim.fs.basename(path))
+    name_buffer(scratch, vim.fs.basename(path) .. ' (new file)', id)
     vim.bo[scratch].modifiable = false
     target = scratch
   else
@@ -96,7 +111,7 @@ function M.open(id, candidates, lines, tab_name, by)
   vim.bo[target].buflisted = target ~= scratch
 
   local prop = api.nvim_create_buf(false, true)
-  api.nvim_buf_set_name(prop, 'claude-nvim://diff/' .. id .. '/' .. vim.fs.basename(path))
+  name_buffer(prop, vim.fs.basename(path) .. " (Claude's proposal)", id)
   vim.bo[prop].buftype = 'acwrite'
   vim.bo[prop].bufhidden = 'wipe'
   vim.bo[prop].swapfile = false
@@ -113,7 +128,7 @@ function M.open(id, candidates, lines, tab_name, by)
     shown = api.nvim_win_get_buf(left)  -- back in the window when the diff closes
   else
     vim.cmd('tab split')
-    left = api.nvim_get_current_win()
+    left = unpin(api.nvim_get_current_win())
   end
   api.nvim_win_set_buf(left, target)
   local right = api.nvim_open_win(prop, true, { split = 'right', win = left })
@@ -125,8 +140,8 @@ function M.open(id, candidates, lines, tab_name, by)
   local several = type(server) == 'table' and (tonumber(server.clients) or 0) > 1
   local whose = several and type(by) == 'string' and ('proposal of ' .. by:gsub('%%', '%%%%'))
     or "Claude's proposal"
-  vim.wo[right].winbar = ':w accepts (edits too) · :q rejects · ' .. whose .. ' for %<'
-    .. name .. (exists and '' or ' (new file)')
+  vim.wo[right].winbar = ':w accepts · :q rejects · ' .. whose .. ' for '
+    .. (unsaved and 'unsaved ' or '') .. '%<' .. name .. (exists and '' or ' (new file)')
   for _, win in ipairs({ left, right }) do
     api.nvim_win_call(win, function() vim.cmd('diffthis') end)
   end
@@ -136,7 +151,9 @@ function M.open(id, candidates, lines, tab_name, by)
   local group = api.nvim_create_augroup('claude_nvim_diff_' .. id, { clear = true })
   diffs[id] = { tab = tab, target = target, proposal = prop, scratch = scratch, group = group,
                 tick = api.nvim_buf_get_changedtick(prop), resolved = false, path = path,
-                in_tab = how.open_in == 'tab', left = left, shown = shown }
+                in_tab = how.open_in == 'tab', left = left, right = right, shown = shown,
+                unsaved = unsaved, from = not how.keep_focus and { win = from_win, mode = mode }
+                  or nil }
   api.nvim_create_autocmd('BufWriteCmd', { group = group, buffer = prop,
     callback = core.guard(function() resolve(id, 'accepted') end) })
   api.nvim_create_autocmd({ 'BufWipeout', 'BufUnload', 'BufDelete' }, { group = group,
@@ -156,6 +173,24 @@ function M.pending()
   return count
 end
 
+-- Whether the user is in diff `d` (or was, when its tab went): the cursor then goes back.
+local function user_in(d)
+  local here = api.nvim_get_current_win()
+  if d.in_tab then
+    return not api.nvim_tabpage_is_valid(d.tab) or api.nvim_get_current_tabpage() == d.tab
+  end
+  return here == d.left or here == d.right or (d.from ~= nil and here == d.from.win)
+end
+
+-- Back where the user was when the diff opened: Terminal mode in a terminal (Claude's).
+local function go_back(from)
+  if not (from and api.nvim_win_is_valid(from.win)) then return end
+  api.nvim_set_current_win(from.win)
+  if from.mode == 't' and vim.bo[api.nvim_win_get_buf(from.win)].buftype == 'terminal' then
+    vim.cmd('startinsert')
+  end
+end
+
 -- Close diff `id`'s tab and buffers; idempotent. `reload`: the CLI is writing the target now.
 function M.close(id, reload)
   local d = diffs[id]
@@ -163,6 +198,7 @@ function M.close(id, reload)
   diffs[id] = nil
   d.resolved = true
   pcall(api.nvim_del_augroup_by_id, d.group)
+  local back = user_in(d) and d.from or nil
   if not d.in_tab then
     -- A later diff may have taken the window over (it shows that diff's target now): leave
     -- it be, and hand it what this one would have put back.
@@ -196,28 +232,17 @@ function M.close(id, reload)
     core.refresh(d.target)
     vim.defer_fn(function() core.refresh(d.target) end, 300)
   end
+  go_back(back)
   announce('ClaudeNvimDiffClosed', { id = id, path = d.path })
   return true
 end
 
--- The commands this server created: the Neovim plugin defines its own at start-up (they call
--- M.accept_current / M.deny_current), and a stopping server leaves those alone.
-local created = {}
-
 function M.setup(opts)
   EVENT = opts.event
-  created = core.create_commands({
-    ClaudeNvimDiffAccept = { function() M.accept_current() end,
-      { desc = "claude-nvim: accept Claude's proposed change shown in this tab" } },
-    ClaudeNvimDiffDeny = { function() M.deny_current() end,
-      { desc = "claude-nvim: reject Claude's proposed change shown in this tab" } },
-  })
 end
 
 function M.stop()
   for id in pairs(diffs) do M.close(id, false) end
-  for _, name in ipairs(created) do pcall(api.nvim_del_user_command, name) end
-  created = {}
 end
 
 return M

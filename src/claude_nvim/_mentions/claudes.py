@@ -45,6 +45,8 @@ class Terminal:
     buffer: int
     job_pid: int
     name: str = ""
+    label: str = ""
+    """What the Neovim plugin calls the Claude it runs there ("Claude 2"), if it does."""
 
 
 @dataclass
@@ -56,8 +58,10 @@ class Claude:
     terminal: Terminal | None = None
 
     def label(self) -> str:
-        """How the user knows this Claude: by its terminal (the name the Neovim plugin gives
-        it, ``claude-nvim://2``, else the buffer number), else by its pid."""
+        """How the user knows this Claude: by its terminal (the Neovim plugin's name for it,
+        ``Claude 2``, else the terminal's name or number), else by its pid."""
+        if self.terminal is not None and self.terminal.label:
+            return self.terminal.label
         if self.terminal is not None:
             name = self.terminal.name
             if name and not name.startswith("term://"):  # Neovim's own: long, with a pid
@@ -80,7 +84,7 @@ class Claudes:
 
     def add(self, claude: Claude) -> None:
         self._by_id.pop(claude.connection_id, None)
-        self._by_id[claude.connection_id] = claude  # last: the most recently connected
+        self._by_id[claude.connection_id] = claude
 
     def remove(self, connection_id: int) -> None:
         self._by_id.pop(connection_id, None)
@@ -108,4 +112,5 @@ class Claudes:
         for buffer in recent_buffers:
             if buffer in by_buffer:
                 return by_buffer[buffer]
-        return next(reversed(self._by_id.values()), None)
+        # The latest to connect, not to be identified: the pids of two are looked up at once.
+        return max(self._by_id.values(), key=lambda c: c.connection_id, default=None)

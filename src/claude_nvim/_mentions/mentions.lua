@@ -1,6 +1,6 @@
--- claude_nvim.mentions: the user's commands that send a selection or a file to Claude as an
--- @-mention: :ClaudeNvimSend (the selected lines, or this line) and :ClaudeNvimAdd {path}
--- [start] [end]. Lifecycle: setup(opts) / stop(); opts (from MentionsFeature, beside it): event.
+-- claude_nvim.mentions: @-mentions to Claude, made by :ClaudeNvimSend and :ClaudeNvimAdd
+-- (claude_nvim.commands); the server sends each to one Claude (the one whose terminal the user
+-- was in last). Lifecycle: setup(opts) / stop(); opts (from MentionsFeature, beside it): event.
 local api = vim.api
 local core = require('claude_nvim.core')
 local M = {}
@@ -31,39 +31,40 @@ local function send(mention)
   if not core.notify(EVENT, mention, recent) then warn('the claude-nvim server is not running') end
 end
 
--- The terminal buffers running a job: {buf, pid, name} (a Claude's pid descends from one).
+-- The terminal buffers running a job: {buf, pid, name, label} (a Claude's pid descends from
+-- one); label: what the Neovim plugin calls the Claude it runs there ("Claude 2").
 function M.terminals()
   local found = {}
   for _, buf in ipairs(api.nvim_list_bufs()) do
     local pid = vim.bo[buf].buftype == 'terminal' and vim.b[buf].terminal_job_pid
-    if pid then found[#found + 1] = { buf = buf, pid = pid, name = api.nvim_buf_get_name(buf) } end
+    if pid then
+      local n = vim.b[buf].claude_nvim_terminal
+      found[#found + 1] = { buf = buf, pid = pid, name = api.nvim_buf_get_name(buf),
+                            label = n and ('Claude ' .. n) or nil }
+    end
   end
   return found
 end
 
-function M.send(opts)
-  if not core.is_editor(0) then return warn('not a file buffer: nothing to send') end
-  local first, last = opts.line1, opts.line2
-  if opts.range == 0 then first = api.nvim_win_get_cursor(0)[1]; last = first end
-  send({ filePath = api.nvim_buf_get_name(0), lineStart = first - 1, lineEnd = last - 1 })
+-- Lines `first`..`last` (1-based) of the file of `buf`.
+function M.send_lines(buf, first, last)
+  if not api.nvim_buf_is_valid(buf) then return end
+  send({ filePath = api.nvim_buf_get_name(buf), lineStart = first - 1, lineEnd = last - 1 })
 end
 
-function M.add(opts)
-  local args = opts.fargs
-  local path = core.absolute(args[1])
+-- The file or directory `path`, or lines `first`..`last` of the file (1-based, as typed).
+function M.add(path, first, last)
+  path = core.absolute(path)
   local stat = (vim.uv or vim.loop).fs_stat(path)  -- not isdirectory(): it expands $VARS
   if stat == nil then return warn('no such file or directory: ' .. path) end
   if stat.type == 'directory' then return send({ filePath = (path:gsub('/$', '')) }) end
-  local start, stop = tonumber(args[2]), tonumber(args[3] or args[2])
-  if args[2] and (not start or not stop or start < 1 or stop < start) then
-    return warn('line numbers must be 1-based, start <= end: ' .. table.concat(args, ' ', 2))
+  local start, stop = tonumber(first), tonumber(last or first)
+  if first and (not start or not stop or start < 1 or stop < start) then
+    return warn('line numbers must be 1-based, start <= end: '
+      .. table.concat({ first, last }, ' '))
   end
   send({ filePath = path, lineStart = start and start - 1, lineEnd = stop and stop - 1 })
 end
-
--- The commands this server created: the Neovim plugin defines its own at start-up (they call
--- M.send and M.add), and a stopping server leaves those alone.
-local created = {}
 
 function M.setup(opts)
   EVENT = opts.event
@@ -71,17 +72,9 @@ function M.setup(opts)
   api.nvim_create_autocmd({ 'BufEnter', 'TermEnter' }, { group = group, callback = visited })
   local current = api.nvim_get_current_buf()
   if vim.bo[current].buftype == 'terminal' then visited({ buf = current }) end
-  created = core.create_commands({
-    ClaudeNvimSend = { function(o) core.guard(M.send)(o) end, { range = true,
-      desc = 'claude-nvim: send the selected lines (or this line) to Claude' } },
-    ClaudeNvimAdd = { function(o) core.guard(M.add)(o) end, { nargs = '+', complete = 'file',
-      desc = 'claude-nvim: send a file or directory to Claude' } },
-  })
 end
 
 function M.stop()
-  for _, name in ipairs(created) do pcall(api.nvim_del_user_command, name) end
-  created = {}
   pcall(api.nvim_del_augroup_by_name, 'claude_nvim_mentions')
 end
 

@@ -60,34 +60,32 @@ CORE = "claude_nvim.core"
 """The module every other one requires: helpers, the channel back, switching off."""
 
 CLAIM_LUA = r"""
--- Claim this Neovim for the server on channel `chan`, before anything of ours is installed.
--- Returns the live server that holds it already, or nil. One Lua call: two servers starting
--- at once cannot both win. The half of a server that died without cleaning up is switched
--- off first, as that server would have done (it is still the owner until then).
-local chan, pid = ...
-local info = vim.g.claude_nvim_server
-if type(info) == 'table' and info.channel ~= nil and info.channel ~= chan then
-  -- A closed channel has no id (Neovim 0.10 gives its info as {[true] = 6}, not {}).
-  if vim.api.nvim_get_chan_info(info.channel).id ~= nil then return info end
-  local core = package.loaded['claude_nvim.core']
-  if type(core) == 'table' and core.unload then pcall(core.unload, info.channel) end
+-- Claim this Neovim for the server on channel `chan` and install its Lua modules, or return
+-- the live server that holds it already (nothing installed). One Lua call: two servers
+-- starting at once cannot both win. Whether a server lives is core.live_server's to say (the
+-- core being installed, core first). The half of a server that died without cleaning up is
+-- switched off first, as that server would have done (it is still the owner until then).
+-- Each module is {name, source, chunkname}; core keeps the names, to stop just those.
+local chan, pid, modules = ...
+local loaded = { assert(loadstring(modules[1][2], modules[1][3]))() }
+local core = loaded[1]
+local holder = core.live_server()
+if holder ~= nil and holder.channel ~= chan then return holder end
+local old, record = package.loaded['claude_nvim.core'], vim.g.claude_nvim_server
+if type(record) == 'table' and type(old) == 'table' and old.unload then
+  pcall(old.unload, record.channel)
 end
 vim.g.claude_nvim_server = { channel = chan, pid = pid, port = vim.NIL }
-return vim.NIL
-"""
-
-INSTALL_LUA = r"""
--- Install (or replace) Lua modules, in order: run by the owner only, after CLAIM_LUA.
--- Each is {name, source, chunkname}; core keeps the names, to stop just those (core.unload).
 local names = {}
-for _, m in ipairs(...) do
-  package.loaded[m[1]] = assert(loadstring(m[2], m[3]))()
+for i, m in ipairs(modules) do
+  package.loaded[m[1]] = loaded[i] or assert(loadstring(m[2], m[3]))()
   names[#names + 1] = m[1]
 end
-package.loaded['claude_nvim.core'].modules = names
+core.modules = names
+return vim.NIL
 """
 
 
 def install_arguments(modules: list[LuaModule]) -> list[list[str]]:
-    """INSTALL_LUA's argument for ``modules``."""
+    """CLAIM_LUA's argument for ``modules`` (core first)."""
     return [[m.name, m.source, m.chunkname] for m in modules]

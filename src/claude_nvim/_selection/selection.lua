@@ -176,14 +176,15 @@ local function live_region()
   return { kind = kind, a = { v[2] - 1, v[3] - 1 }, b = b }
 end
 
--- The current selection (or cursor) of the active editor, or nil when there is none.
+-- The current selection (or cursor) of the active editor (core.editor_window: the current
+-- window, else the file window the user was in last), or nil when there is none.
 -- `cap`: cut the text there (notifications); `budget_ms`: full text, read in slices.
 function M.current(cap, budget_ms)
   if cap == vim.NIL then cap = nil end
-  local win = api.nvim_get_current_win()
-  if not core.is_editor(win) then return nil end
+  local win = core.editor_window()
+  if win == nil then return nil end
   local buf = api.nvim_win_get_buf(win)
-  local r = live_region()
+  local r = win == api.nvim_get_current_win() and live_region()
   if r then return region(buf, r.kind, r.a, r.b, cap, budget_ms) end
   return cursor_payload(buf, win)
 end

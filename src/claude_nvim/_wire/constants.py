@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 
 AUTH_HEADER = b"x-claude-code-ide-authorization"
 MODEL_PATH = "/mcp"
@@ -24,3 +25,11 @@ def proof(token: str, challenge: bytes) -> bytes:
     serve as nothing else."""
     return hmac.new(token.encode(), b"claude-nvim proof:" + challenge,
                     hashlib.sha256).hexdigest().encode()
+
+
+def model_endpoint_config(port: int, token: str) -> str:
+    """``claude --mcp-config`` JSON for the model endpoint: its tools are ``mcp__nvim__*``."""
+    return json.dumps({"mcpServers": {"nvim": {
+        "type": "ws", "url": f"ws://127.0.0.1:{port}{MODEL_PATH}",
+        "headers": {"X-Claude-Code-Ide-Authorization": token},
+    }}})

@@ -11,8 +11,11 @@ local M = {}
 
 -- Listed, named buffers with an empty 'buftype': terminal buffers are listed too, and the
 -- 'buftype' test is what keeps them out.
+-- The active one: the file of the user's editor window (core.editor_window), also while the
+-- cursor is in Claude's terminal.
 function M.list()
-  local current = api.nvim_get_current_buf()
+  local win = package.loaded['claude_nvim.core'].editor_window()
+  local current = win and api.nvim_win_get_buf(win)
   local tabs = {}
   for _, buf in ipairs(api.nvim_list_bufs()) do
     local name = api.nvim_buf_get_name(buf)

@@ -22,16 +22,21 @@ local function fits(win)
     and not (vim.wo[win].winfixwidth and vim.bo[buf].filetype ~= '') and not abandons
 end
 
+-- The user's editor window (core.editor_window) if it fits, else the first of this tab that
+-- does.
 local function editor_window()
-  local current = api.nvim_get_current_win()
-  if fits(current) then return current end
+  local user = core.editor_window()
+  if user and fits(user) then return user end
   for _, win in ipairs(api.nvim_tabpage_list_wins(0)) do
     if fits(win) then return win end
   end
   -- None: split the current (or first normal) window, the new one on the left, as VS Code does.
+  local current = api.nvim_get_current_win()
   local base = api.nvim_win_get_config(current).relative == '' and current
     or api.nvim_tabpage_list_wins(0)[1]
-  return api.nvim_open_win(api.nvim_win_get_buf(base), false, { split = 'left', win = base })
+  local win = api.nvim_open_win(api.nvim_win_get_buf(base), false, { split = 'left', win = base })
+  if vim.fn.exists('+winfixbuf') == 1 then vim.wo[win].winfixbuf = false end  -- a Claude's split
+  return win
 end
 
 -- The buffer of `path` loaded and listed, or nil and why not.
