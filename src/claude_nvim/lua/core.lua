@@ -175,24 +175,48 @@ end
 -- number; any other level still logs (as a warning).
 function M.log(level, msg) return M.notify('claude_nvim_log', level, msg) end
 
--- Something the user must know (never anything else goes to their screen). A message wider
--- than the command line would hold Neovim at a hit-enter prompt, RPC calls included: :echomsg
--- cuts it to fit on screen ('shortmess' T) and keeps it whole in :messages; where it cannot
--- ('cmdheight' 0, no T), the message is cut here.
-function M.tell(msg, level)
-  msg = 'claude-nvim: ' .. msg
-  local room = vim.v.echospace - 1
-  if vim.fn.strdisplaywidth(msg) > room then
-    if vim.o.cmdheight > 0 and vim.o.shortmess:find('T', 1, true) then
-      local hl = ({ WARN = 'WarningMsg', ERROR = 'ErrorMsg' })[level] or 'None'
-      return vim.cmd('echohl ' .. hl .. ' | echomsg ' .. vim.fn.string(msg) .. ' | echohl None')
+-- `s` cut to at most `width` screen cells, '…' included; one cut, found by halving.
+local function fit(s, width)
+  if vim.fn.strdisplaywidth(s) <= width then return s end
+  local low, high = 0, math.min(vim.fn.strchars(s), width)  -- chars that fit with the '…'
+  while low < high do
+    local mid = math.ceil((low + high) / 2)
+    if vim.fn.strdisplaywidth(vim.fn.strcharpart(s, 0, mid)) <= width - 1 then
+      low = mid
+    else
+      high = mid - 1
     end
-    repeat
-      msg = vim.fn.strcharpart(msg, 0, vim.fn.strchars(msg) - 1)
-    until vim.fn.strdisplaywidth(msg) < room
-    msg = msg .. '…'
   end
-  vim.notify(msg, vim.log.levels[level or 'INFO'])
+  return vim.fn.strcharpart(s, 0, low) .. '…'
+end
+
+local HIGHLIGHT = { WARN = 'WarningMsg', ERROR = 'ErrorMsg' }
+
+-- Something the user must know (never anything else goes to their screen), as data: one line
+-- (control characters, a newline in a file name, shown as ^J), never a hit-enter prompt,
+-- whatever the screen. What fits the command line is shown and kept in :messages as it is.
+-- A longer message: with 'shortmess' T, :echomsg shows it cut to fit and keeps it whole in
+-- :messages (it reads the text from M.telling: no Ex source is made of it); else, or with
+-- 'cmdheight' 0, it is cut here to what fits.
+function M.tell(msg, level)
+  msg = vim.fn.strtrans((('claude-nvim: ' .. msg):gsub('\n', '^J')))
+  local hl = HIGHLIGHT[level] or 'Normal'
+  local room = vim.v.echospace
+  if vim.fn.strdisplaywidth(msg) <= room then
+    return api.nvim_echo({ { msg, hl } }, true, {})
+  end
+  if vim.o.cmdheight > 0 and room > 1 and vim.o.shortmess:find('T', 1, true) then
+    M.telling = msg
+    vim.cmd('echohl ' .. hl .. " | echomsg luaeval(\"require'claude_nvim.core'.telling\")"
+      .. ' | echohl None')
+    M.telling = nil
+    return
+  end
+  if room >= 2 then
+    api.nvim_echo({ { fit(msg, room - 1), hl } }, true, {})
+  else  -- no room at all on this screen: the server's log has it
+    M.log('warn', 'not shown (no room on the screen): ' .. msg)
+  end
 end
 
 -- Wrap an autocmd callback: its errors go to the server's log, not to :messages.
