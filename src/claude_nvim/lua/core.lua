@@ -250,8 +250,6 @@ local function close_undo_block()
   vim.cmd('noautocmd let &g:undolevels = &g:undolevels')
 end
 
-local IN_PLACE_MAX = 200  -- lines of a hunk changed one by one; past that, replaced at once
-
 -- Make `buf`'s lines `text` by the smallest change: each hunk vim.diff finds is replaced, so
 -- undo keeps what changed only (an append costs the appended lines), marks, folds and every
 -- window's cursor stay where their lines are, and LSP clients get the change. One undo step.
@@ -290,21 +288,37 @@ local function apply(buf, text)
       edits[i] = { first, last, lines }
     end
   end
+  -- Rows that hold a cursor or a mark are changed as text: Neovim 0.12 moves the marks and
+  -- cursors of lines that set_lines replaces, as if they were deleted.
+  local held = {}
+  for _, win in ipairs(vim.fn.win_findbuf(buf)) do held[api.nvim_win_get_cursor(win)[1]] = true end
+  for _, marks in ipairs({ vim.fn.getmarklist(buf), vim.fn.getmarklist() }) do
+    for _, mark in ipairs(marks) do
+      if mark.pos[1] == 0 or mark.pos[1] == buf then held[mark.pos[2]] = true end
+    end
+  end
   api.nvim_buf_call(buf, function()
     close_undo_block()
     for i = #edits, 1, -1 do
       local first, last, lines = edits[i][1], edits[i][2], edits[i][3]
-      -- Lines changed in place are changed as text, one by one: Neovim 0.12 moves the marks
-      -- and remembered cursors of lines set_lines replaces, as if they were deleted.
-      local in_place = math.min(last - first, #lines)
-      if in_place > IN_PLACE_MAX then in_place = 0 end
-      if last - first > in_place or #lines > in_place then
-        api.nvim_buf_set_lines(buf, first + in_place, last, false,
-                               in_place > 0 and vim.list_slice(lines, in_place + 1) or lines)
+      local same = math.min(last - first, #lines)  -- lines replaced one for one
+      if last - first > same or #lines > same then
+        api.nvim_buf_set_lines(buf, first + same, last, false,
+                               same > 0 and vim.list_slice(lines, same + 1) or lines)
       end
-      for k = 1, in_place do
+      local run = 0  -- rows first+run .. first+k-1 are replaced as lines, held ones as text
+      for k = 1, same + 1 do
         local row = first + k - 1
-        api.nvim_buf_set_text(buf, row, 0, row, #old_lines[row + 1], { lines[k] })
+        if k > same or held[row + 1] then
+          if run < k - 1 then
+            api.nvim_buf_set_lines(buf, first + run, row, false, vim.list_slice(lines, run + 1,
+                                                                                k - 1))
+          end
+          if k <= same then
+            api.nvim_buf_set_text(buf, row, 0, row, #old_lines[row + 1], { lines[k] })
+          end
+          run = k
+        end
       end
     end
     close_undo_block()
