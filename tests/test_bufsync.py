@@ -642,13 +642,14 @@ async def test_any_sequence_of_versions_shows_each_exactly(app, ui, tmp_path):
     path = tmp_path / "main.py"
     versions = [[], [""], ["a"], [], ["", ""], ["x", "", "y"]]
     current = [f"line {i}" for i in range(40)]
-    for _ in range(40):
+    for _ in range(60):
         current = list(current)
         for _ in range(rng.randint(1, 4)):
             at = rng.randint(0, len(current))
             op = rng.choice(("insert", "delete", "change"))
             if op == "insert":
-                current[at:at] = [f"new {rng.random():.4f}" for _ in range(rng.randint(1, 5))]
+                current[at:at] = [rng.choice(("same", "", f"new {rng.random():.4f}"))
+                                  for _ in range(rng.randint(1, 5))]  # repeated lines too
             elif op == "delete":
                 del current[at:at + rng.randint(1, 5)]
             elif current:

@@ -33,10 +33,10 @@ local QUIET_MS = 20
 local MAX_WAIT_MS = 200
 -- Milliseconds of following per turn of Neovim's event loop: keys and calls come between.
 local SLICE_MS = 15
--- A file reloaded again and again takes at most 1/SHARE of Neovim's time, and one whose
--- reload takes longer than a slice (a big file) is reloaded at most once every SLOW_MS; one in
--- no window, 1/HIDDEN_SHARE and once every SLOW_MS at most (it is followed at once when shown).
-local SHARE, HIDDEN_SHARE, SLOW_MS = 10, 20, 1000
+-- A file reloaded again and again takes at most 1/SHARE of Neovim's time (1/HIDDEN_SHARE in no
+-- window: it is followed at once when shown), and one whose reload takes longer than SLOW_COST
+-- milliseconds (a big file: ~50 ms for 26 MB) is reloaded at most once every SLOW_MS.
+local SHARE, HIDDEN_SHARE, SLOW_COST, SLOW_MS = 5, 20, 40, 1000
 
 local dirs = {}     -- directory -> { watcher = fs_event, names = { file name -> { buf -> true } } }
 local watched = {}  -- buf -> { name =, at = { {dir, name}, ... }, waiting =, autoread = }
@@ -247,7 +247,7 @@ function M.run()
       if reloaded then
         local cost = (uv.hrtime() - began) / 1e6
         local pause = shown[buf] and (SHARE - 1) * cost or (HIDDEN_SHARE - 1) * cost
-        if cost > SLICE_MS or not shown[buf] then pause = math.max(pause, SLOW_MS) end
+        if cost > SLOW_COST then pause = math.max(pause, SLOW_MS) end
         not_before[buf] = uv.now() + pause
       end
       if i < #order and (uv.hrtime() - start) / 1e6 >= SLICE_MS then
