@@ -636,9 +636,11 @@ async def test_save_document_and_bufsync_judge_a_file_by_one_record(app, client,
     assert path.read_text() == "theirs()\n"
 
 
-async def test_any_sequence_of_versions_shows_each_exactly(app, ui, tmp_path):
+@pytest.mark.parametrize("big", [False, True])  # a big buffer's reload compares its last text
+async def test_any_sequence_of_versions_shows_each_exactly(app, ui, tmp_path, big):
     # The reload applies only what changed: whatever the changes, the buffer is the file.
     rng = random.Random(18)
+    filler = ["filler"] * 20_000 if big else []
     path = tmp_path / "main.py"
     versions = [[], [""], ["a"], [], ["", ""], ["x", "", "y"]]
     current = [f"line {i}" for i in range(40)]
@@ -659,6 +661,7 @@ async def test_any_sequence_of_versions_shows_each_exactly(app, ui, tmp_path):
     buf = await edit(ui, path)
     reloads = "return vim.g.reloads[tostring(...)] or 0"
     for number, version in enumerate(versions):
+        version = filler + version if number % 2 else version + filler
         text = "\n".join(version) + ("\n" if version and number % 3 != 1 else "")
         before = await ui.exec_lua(reloads, buf)
         await trio.sleep(0.005)  # a new mtime, whatever the size
