@@ -45,7 +45,7 @@ local not_before = {}  -- buf -> uv.now() before which it is not reloaded again 
 local timer = nil   -- the quiet time after events
 local later = nil   -- the next turn of following
 local first_event = nil  -- uv.now() of the oldest pending event
-local warned = {}   -- buf -> what it was warned about ('changed', 'deleted', 'refused')
+local warned = {}   -- buf -> what it was warned about ('changed', 'deleted', why not read)
 
 local function display_name(buf)
   return vim.fn.fnamemodify(api.nvim_buf_get_name(buf), ':~:.')
@@ -211,7 +211,7 @@ local function follow(buf)
       .. 'both kept. :e! loads the file (your changes are lost), :w writes your version over '
       .. 'it'):format(display_name(buf)))
   elseif found == 'refused' then
-    warn_once(buf, 'refused', why .. '; not reloaded')
+    warn_once(buf, why, why .. '; not reloaded')  -- once for each reason
   end
   return found == 'reloaded'
 end
@@ -223,11 +223,12 @@ local function follow_now(buf)
   if not ok then core.log('error', 'bufsync: ' .. tostring(err)) end
 end
 
-local run_later = vim.schedule_wrap(function() M.run() end)
+local run
+local run_later = vim.schedule_wrap(function() run() end)
 
 -- Follow the pending buffers, those in windows first, for at most SLICE_MS: the rest on a
 -- later turn of the event loop, or once their share of time allows.
-function M.run()
+function run()
   local start, shown, wait = uv.hrtime(), {}, nil
   for _, win in ipairs(api.nvim_list_wins()) do shown[api.nvim_win_get_buf(win)] = true end
   -- In order: windows first. A list, as Neovim may run the watchers' callbacks (which add to
@@ -281,7 +282,7 @@ function flush()
     pcall(retrack, buf)
     pending[buf] = true
   end
-  M.run()
+  run()
 end
 
 -- Start following every loaded file buffer, and those loaded later. `opts`: nothing yet.
