@@ -7,8 +7,17 @@
 -- directory watch survives atomic saves, which replace the file's inode by rename, and 1,000
 -- buffers in a few directories cost a few inotify watches). Idle, nothing runs: no timer, no
 -- polling. An event starts a short timer that gathers a write's burst of events; then each
--- changed buffer is reloaded by Neovim's own :checktime (with 'autoread'), which keeps undo,
--- marks and options and tells LSP clients.
+-- changed buffer is brought up to date by core.refresh, which reads the file from one
+-- descriptor and applies what changed as one undo step (undo, marks, folds and views kept,
+-- LSP clients told). Buffers in windows come first; the others, and a file written without
+-- pause, get a bounded share of Neovim's time (SLICE_MS, SHARE), so that a `git checkout`
+-- under 1,000 buffers or a log written 10 times a second never holds the user up.
+--
+-- Neovim checks files itself too (focus gained, :checktime, after :!cmd, entering a buffer).
+-- With 'autoread' it would read a changed file again by path, whatever it has become (a FIFO
+-- blocks it in open() for good), and keep the whole old text for undo. Followed buffers get a
+-- local 'noautoread', so that those checks come to FileChangedShell, answered here: Neovim
+-- does nothing, and the buffer is followed at once.
 
 local api = vim.api
 local uv = vim.uv or vim.loop
@@ -22,29 +31,21 @@ local GROUP = 'claude_nvim_bufsync'
 local QUIET_MS = 20
 -- A file written without pause still gets reloaded this often.
 local MAX_WAIT_MS = 200
+-- Milliseconds of following per turn of Neovim's event loop: keys and calls come between.
+local SLICE_MS = 15
+-- A file reloaded again and again takes at most 1/SHARE of Neovim's time (1/HIDDEN_SHARE in no
+-- window: it is followed at once when shown), and one whose reload takes longer than SLOW_COST
+-- milliseconds (a big file: ~50 ms for 26 MB) is reloaded at most once every SLOW_MS.
+local SHARE, HIDDEN_SHARE, SLOW_COST, SLOW_MS = 5, 20, 40, 1000
 
 local dirs = {}     -- directory -> { watcher = fs_event, names = { file name -> { buf -> true } } }
-local watched = {}  -- buf -> { name =, at = { {dir, name}, ... }, waiting = }
-local pending = {}  -- buf -> true: an event came for its file
-local timer = nil
+local watched = {}  -- buf -> { name =, at = { {dir, name}, ... }, waiting =, autoread = }
+local pending = {}  -- buf -> true: its file may have changed since it was last followed
+local not_before = {}  -- buf -> uv.now() before which it is not reloaded again (its share)
+local timer = nil   -- the quiet time after events
+local later = nil   -- the next turn of following
 local first_event = nil  -- uv.now() of the oldest pending event
-local disk = {}     -- buf -> what its file was when Neovim last read or wrote it (signature)
-local warned = {}   -- buf -> what it was warned about ('changed', 'deleted'), until reread
-
--- What identifies a version of a file on disk: a rename-over changes the inode, a write the
--- size or the mtime. nil when there is no file.
-local function signature(path)
-  local stat = uv.fs_stat(path)
-  if stat == nil then return nil end
-  return ('%d:%d:%d.%d'):format(stat.ino, stat.size, stat.mtime.sec, stat.mtime.nsec)
-end
-
-local function remember(buf)
-  if watched[buf] then
-    disk[buf] = signature(api.nvim_buf_get_name(buf)) or false
-    warned[buf] = nil
-  end
-end
+local warned = {}   -- buf -> what it was warned about ('changed', 'deleted', why not read)
 
 local function display_name(buf)
   return vim.fn.fnamemodify(api.nvim_buf_get_name(buf), ':~:.')
@@ -132,7 +133,8 @@ local function close(dir)
 end
 
 local function unwatch(buf)
-  for _, at in ipairs(watched[buf] and watched[buf].at or {}) do
+  local tracked = watched[buf]
+  for _, at in ipairs(tracked and tracked.at or {}) do
     local entry = dirs[at[1]]
     local bufs = entry and entry.names[at[2]]
     if bufs then
@@ -141,20 +143,36 @@ local function unwatch(buf)
       if next(entry.names) == nil then close(at[1]) end
     end
   end
-  watched[buf], disk[buf], warned[buf], pending[buf] = nil, nil, nil, nil
+  watched[buf], warned[buf], pending[buf], not_before[buf] = nil, nil, nil, nil
+  return tracked
 end
 
--- Watch `buf`'s file as it is now (its name may have changed), or stop if it is no file
+-- Give `buf` back the 'autoread' it had before it was followed (nil: the global one).
+local function restore_autoread(buf, autoread)
+  if api.nvim_buf_is_valid(buf) then vim.bo[buf].autoread = autoread end
+end
+
+-- Follow `buf`'s file as it is now (its name may have changed), or stop if it is no file
 -- buffer any more; `gone`: it is being unloaded.
 local function track(buf, gone)
-  unwatch(buf)
-  if gone or not api.nvim_buf_is_loaded(buf)
-      or api.nvim_get_option_value('buftype', { buf = buf }) ~= '' then return end
+  local before = unwatch(buf)
+  local autoread = before and before.autoread
   local name = api.nvim_buf_get_name(buf)
-  if not (name:sub(1, 1) == '/' or name:match('^%a:[/\\]')) then return end  -- a URL, no name
+  if gone or not api.nvim_buf_is_loaded(buf)
+      or api.nvim_get_option_value('buftype', { buf = buf }) ~= ''
+      or not (name:sub(1, 1) == '/' or name:match('^%a:[/\\]')) then  -- a URL, no name
+    if before then restore_autoread(buf, autoread) end
+    return
+  end
+  if before == nil then
+    autoread = api.nvim_buf_call(buf, function()
+      return api.nvim_get_option_value('autoread', { scope = 'local' })
+    end)
+    vim.bo[buf].autoread = false
+  end
   local link = uv.fs_lstat(name)  -- a symbolic link: its target's directory is watched too
   local real = link and link.type == 'link' and uv.fs_realpath(name) or nil
-  local tracked = { name = name, at = {}, waiting = false }
+  local tracked = { name = name, at = {}, waiting = false, autoread = autoread }
   for _, path in ipairs({ name, real }) do
     local at, waiting = watch(buf, path)
     if at then
@@ -162,51 +180,86 @@ local function track(buf, gone)
       tracked.waiting = tracked.waiting or waiting
     end
   end
-  if #tracked.at > 0 then
-    watched[buf] = tracked
-    disk[buf] = signature(name) or false
-  end
+  -- Followed even with no watch (out of inotify watches): Neovim's own checks come here.
+  watched[buf] = tracked
 end
 
--- Watch `buf`'s file from where it can be watched now; what Neovim last saw of it stays.
+-- Watch `buf`'s file from where it can be watched now; what it was warned about stays.
 local function retrack(buf)
-  local seen, told = disk[buf], warned[buf]
+  local told = warned[buf]
   track(buf)
-  if watched[buf] then disk[buf], warned[buf] = seen, told end
+  if watched[buf] then warned[buf] = told end
 end
 
--- The file of `buf` changed on disk (or may have): reload, warn, or nothing.
+-- The file of `buf` changed on disk (or may have): reload, warn, or nothing. Returns whether
+-- it was reloaded.
 local function follow(buf)
+  pending[buf] = nil
   if not (api.nvim_buf_is_valid(buf) and api.nvim_buf_is_loaded(buf) and watched[buf]) then
-    return
+    return false
   end
   if watched[buf].waiting then retrack(buf) end  -- a directory on the way came back
-  if not watched[buf] then return end
-  local name = api.nvim_buf_get_name(buf)
-  local now = signature(name)
-  if now == disk[buf] then return end  -- Neovim's own write, or an event that changed nothing
-  if now == nil then
-    return warn_once(buf, 'deleted', ('%s was deleted on disk; the buffer keeps its text '
+  if not watched[buf] then return false end
+  local found, why = core.refresh(buf)
+  if found == 'reloaded' then
+    warned[buf] = nil
+  elseif found == 'deleted' then
+    warn_once(buf, 'deleted', ('%s was deleted on disk; the buffer keeps its text '
       .. '(:w writes it again)'):format(display_name(buf)))
-  end
-  if vim.bo[buf].modified then
-    return warn_once(buf, 'changed', ('%s changed on disk, but its buffer has unsaved changes: '
+  elseif found == 'modified' then
+    warn_once(buf, 'changed', ('%s changed on disk, but its buffer has unsaved changes: '
       .. 'both kept. :e! loads the file (your changes are lost), :w writes your version over '
       .. 'it'):format(display_name(buf)))
+  elseif found == 'refused' then
+    warn_once(buf, why, why .. '; not reloaded')  -- once for each reason
   end
-  local refusal = core.unloadable(name)
-  if refusal then
-    return warn_once(buf, 'changed', refusal .. '; not reloaded')
+  return found == 'reloaded'
+end
+
+-- Follow `buf` now, whatever its share of time: the user is looking at it, or Neovim asks.
+local function follow_now(buf)
+  not_before[buf] = nil
+  local ok, err = pcall(follow, buf)
+  if not ok then core.log('error', 'bufsync: ' .. tostring(err)) end
+end
+
+local run
+local run_later = vim.schedule_wrap(function() run() end)
+
+-- Follow the pending buffers, those in windows first, for at most SLICE_MS: the rest on a
+-- later turn of the event loop, or once their share of time allows.
+function run()
+  local start, shown, wait = uv.hrtime(), {}, nil
+  for _, win in ipairs(api.nvim_list_wins()) do shown[api.nvim_win_get_buf(win)] = true end
+  -- In order: windows first. A list, as Neovim may run the watchers' callbacks (which add to
+  -- `pending`) while it reloads.
+  local order = {}
+  for buf in pairs(pending) do order[#order + 1] = buf end
+  table.sort(order, function(a, b) return (shown[a] and 0 or 1) < (shown[b] and 0 or 1) end)
+  for i, buf in ipairs(order) do
+    local due, now = not_before[buf], uv.now()
+    if not pending[buf] then  -- followed meanwhile
+    elseif due and due > now then
+      wait = math.min(wait or math.huge, due - now)
+    else
+      local began = uv.hrtime()
+      local ok, reloaded = pcall(follow, buf)
+      if not ok then core.log('error', 'bufsync: ' .. tostring(reloaded)) end
+      if reloaded then
+        local cost = (uv.hrtime() - began) / 1e6
+        local pause = shown[buf] and (SHARE - 1) * cost or (HIDDEN_SHARE - 1) * cost
+        if cost > SLOW_COST then pause = math.max(pause, SLOW_MS) end
+        not_before[buf] = uv.now() + pause
+      end
+      if i < #order and (uv.hrtime() - start) / 1e6 >= SLICE_MS then
+        later:stop()
+        later:start(0, 0, run_later)
+        return
+      end
+    end
   end
-  if disk[buf] == false then  -- a new file's buffer: Neovim has no file time to compare
-    local shortmess = vim.o.shortmess
-    vim.o.shortmess = shortmess .. 'A'  -- never the swap file's ATTENTION dialog
-    local ok, err = pcall(api.nvim_buf_call, buf, function() vim.cmd('silent edit') end)
-    vim.o.shortmess = shortmess
-    if not ok then core.tell(tostring(err):gsub('^Vim:', ''), 'WARN') end
-    return
-  end
-  core.refresh(buf)  -- Neovim keeps each window's cursor and view where the lines still are
+  later:stop()
+  if wait then later:start(math.ceil(wait), 0, run_later) end
 end
 
 function flush()
@@ -229,21 +282,16 @@ function flush()
     pcall(retrack, buf)
     pending[buf] = true
   end
-  local bufs = pending
-  pending = {}
-  for buf in pairs(bufs) do
-    local ok, err = pcall(follow, buf)
-    if not ok then core.log('error', 'bufsync: ' .. tostring(err)) end
-  end
+  run()
 end
 
 -- Start following every loaded file buffer, and those loaded later. `opts`: nothing yet.
 function M.setup(opts)  -- luacheck: ignore opts
   M.stop()
-  timer = uv.new_timer()
+  timer, later = uv.new_timer(), uv.new_timer()
   local group = api.nvim_create_augroup(GROUP, { clear = true })
-  local function on(events, fn)
-    api.nvim_create_autocmd(events, { group = group, callback = core.guard(fn) })
+  local function on(events, fn, nested)  -- nested: what it does runs autocmds (core.refresh)
+    api.nvim_create_autocmd(events, { group = group, callback = core.guard(fn), nested = nested })
   end
   on({ 'BufReadPost', 'BufNewFile', 'BufFilePost' }, function(ev) track(ev.buf) end)
   api.nvim_create_autocmd('OptionSet', {
@@ -254,43 +302,51 @@ function M.setup(opts)  -- luacheck: ignore opts
     if not w or w.waiting or api.nvim_buf_get_name(ev.buf) ~= w.name then
       track(ev.buf)
     end
-    remember(ev.buf)
+    warned[ev.buf] = nil
   end)
-  on({ 'FileChangedShellPost' }, function(ev) remember(ev.buf) end)
   on({ 'BufUnload', 'BufWipeout' }, function(ev) track(ev.buf, true) end)
-  -- Neovim checks files itself too (focus gained, after :!cmd, :checktime). For a buffer
-  -- with unsaved changes it would stop at a dialog (W12), for a deleted file it would stall
-  -- a second: here neither blocks, and the user gets the same warning as from the watcher.
+  -- Shown again: what changed meanwhile shows up now.
+  on({ 'BufWinEnter' }, function(ev)
+    if pending[ev.buf] then follow_now(ev.buf) end
+  end, true)
+  -- Neovim checks followed buffers with their 'noautoread': whatever it found, it does nothing
+  -- here (a reload would open the file by path) and the buffer is followed at once.
   on({ 'FileChangedShell' }, function(ev)
-    local reason = vim.v.fcs_reason
-    if reason == 'changed' then
-      vim.v.fcs_choice = 'reload'
-    elseif reason == 'deleted' or reason == 'conflict' then
-      vim.v.fcs_choice = ''
-      local buf = ev.buf
-      vim.schedule(function()
-        if watched[buf] then
-          pending[buf] = true
-          flush()
-        end
-      end)
-    else  -- 'mode' or 'time': nothing to do
-      vim.v.fcs_choice = ''
+    if not watched[ev.buf] then
+      vim.v.fcs_choice = 'ask'  -- not ours: as if there were no handler
+      return
     end
+    vim.v.fcs_choice = ''
+    local buf = ev.buf
+    pending[buf] = true
+    vim.schedule(function() if pending[buf] then follow_now(buf) end end)
   end)
+  -- The UI regains focus: Neovim checks every buffer just after this. Follow first what the
+  -- watchers saw, so that it finds them current.
+  on({ 'FocusGained' }, function()
+    if timer:is_active() then
+      timer:stop()
+      flush()
+    end
+  end, true)
   for _, buf in ipairs(api.nvim_list_bufs()) do track(buf) end
 end
 
 function M.stop()
   pcall(api.nvim_del_augroup_by_name, GROUP)
-  for buf in pairs(watched) do unwatch(buf) end
-  for dir in pairs(dirs) do close(dir) end
-  if timer then
-    timer:stop()
-    timer:close()
-    timer = nil
+  for buf, tracked in pairs(watched) do
+    unwatch(buf)
+    pcall(restore_autoread, buf, tracked.autoread)
   end
-  pending, first_event = {}, nil
+  for dir in pairs(dirs) do close(dir) end
+  for _, t in ipairs({ timer, later }) do
+    if t then
+      t:stop()
+      t:close()
+    end
+  end
+  timer, later = nil, nil
+  pending, not_before, first_event = {}, {}, nil
 end
 
 return M

@@ -138,18 +138,54 @@ local function size(bytes)
   return bytes .. ' bytes'
 end
 
--- Why a tool must not make Neovim read the file at `path`, or nil (also when there is none).
-function M.unloadable(path)
-  local stat = uv.fs_stat(path)
-  if stat == nil then return nil end
+-- Why Neovim must not read a file whose fs_stat is `stat` (at `path`), or nil.
+local function refusal(path, stat, limit)
   if stat.type ~= 'file' then
     return ('%s is not a regular file (%s)'):format(path, KINDS[stat.type] or stat.type)
   end
-  if stat.size > M.max_file_bytes then
+  if stat.size > (limit or M.max_file_bytes) then
     return ("%s is %s, over claude-nvim's limit of %s for opening files "
-      .. '(CLAUDE_NVIM_MAX_FILE_MB)'):format(path, size(stat.size), size(M.max_file_bytes))
+      .. '(CLAUDE_NVIM_MAX_FILE_MB)'):format(path, size(stat.size), size(limit or M.max_file_bytes))
   end
   return nil
+end
+
+-- Why a tool must not make Neovim read the file at `path`, or nil (also when there is none).
+function M.unloadable(path)
+  local stat = uv.fs_stat(path)
+  return stat and refusal(path, stat)
+end
+
+-- The bytes of the regular file at `path` and its fstat, read from one descriptor: opened
+-- without blocking (a FIFO a racing process puts in its place cannot hold Neovim in open()),
+-- checked with fstat (a regular file within `limit` bytes), never opened again by path.
+-- Or nil and why not.
+local OPEN_FLAGS = bit.bor(uv.constants.O_RDONLY, uv.constants.O_NONBLOCK,
+                           uv.constants.O_NOCTTY or 0)
+local function unreadable(path, err)  -- luv's "EACCES: permission denied: /path"
+  return ('%s cannot be read (%s)'):format(path, tostring(err):match('^%u+: ([^:]+)') or err)
+end
+function M.read_file(path, limit)
+  local fd, err = uv.fs_open(path, OPEN_FLAGS, 0)
+  if fd == nil then return nil, unreadable(path, err) end
+  local stat = uv.fs_fstat(fd)
+  local why = stat == nil and path .. ' cannot be read' or refusal(path, stat, limit)
+  limit = limit or M.max_file_bytes
+  local chunks, total = {}, 0
+  while why == nil do  -- to the end, which a file being appended to may have moved
+    local chunk, read_err = uv.fs_read(fd, math.max(stat.size - total, 0) + 65536, total)
+    if chunk == nil then
+      why = unreadable(path, read_err)
+    elseif chunk == '' then
+      break
+    else
+      chunks[#chunks + 1], total = chunk, total + #chunk
+      if total > limit then why = refusal(path, { type = 'file', size = total }, limit) end
+    end
+  end
+  uv.fs_close(fd)
+  if why then return nil, why end
+  return #chunks == 1 and chunks[1] or table.concat(chunks), stat
 end
 
 -- The buffer of file `path` loaded, as :edit loads it for the user: `buf` (the file's buffer)
@@ -174,19 +210,390 @@ function M.load(path, buf, private)
   return buf
 end
 
--- Reload an unmodified buffer whose file changed on disk (the CLI writes files behind
--- Neovim's back), never with a prompt: a modified buffer is left alone.
-function M.refresh(buf)
-  if not api.nvim_buf_is_valid(buf) or not api.nvim_buf_is_loaded(buf)
-      or vim.bo[buf].modified or vim.bo[buf].buftype ~= '' then return end
-  -- A missing file would cost a one-second wait inside checktime: nothing to reload anyway.
-  -- Nor is one M.unloadable refuses: it stays as Neovim has it.
+-- What Neovim last read or wrote of each buffer's file (buf -> { sig, mode }, false: there was
+-- no file): saveDocument's "changed on disk" and bufsync's "changed since last seen" are both
+-- this. A signature tells versions of a file apart: a rename-over changes the inode, a write
+-- the size or the mtime.
+M.disk = {}
+
+local function signature(stat)
+  return ('%d:%d:%d.%d'):format(stat.ino, stat.size, stat.mtime.sec, stat.mtime.nsec)
+end
+
+-- Record `stat` (fs_stat's of its file now when not given) as what `buf` last saw of its file.
+function M.remember(buf, stat)
+  if not (api.nvim_buf_is_loaded(buf) and vim.bo[buf].buftype == '') then return end
   local name = api.nvim_buf_get_name(buf)
-  if not uv.fs_stat(name) or M.unloadable(name) then return end
-  local autoread = vim.go.autoread
-  vim.go.autoread = true
-  pcall(vim.cmd, 'silent! checktime ' .. buf)
-  vim.go.autoread = autoread
+  if name == '' then return end
+  stat = stat or uv.fs_stat(name)
+  M.disk[buf] = stat and { sig = signature(stat), mode = stat.mode } or false
+end
+
+-- Whether `buf`'s file changed on disk since Neovim read or wrote it (as far as we saw).
+function M.changed_on_disk(buf)
+  local seen = M.disk[buf]
+  if seen == nil then return false end
+  local stat = uv.fs_stat(api.nvim_buf_get_name(buf))
+  return (stat and signature(stat)) ~= (seen and seen.sig)
+end
+
+-- `data` (a file's bytes) as the text Neovim's reload of `buf` would read: converted from
+-- 'fileencoding', its BOM taken off, lines ended as 'fileformat' says (forced, as a reload
+-- forces them), each line followed by "\n". And the options that reading sets. Or nil, why.
+local SWAP_CR_LF = { ['\r'] = '\n', ['\n'] = '\r' }  -- 'fileformat' mac: a CR ends a line
+local function decode(buf, data)
+  local bo = vim.bo[buf]
+  local fenc, binary = bo.fileencoding, bo.binary
+  if fenc ~= '' and fenc ~= 'utf-8' then
+    local converted = vim.iconv(data, fenc, 'utf-8')
+    if converted == nil then return nil, 'cannot be converted from ' .. fenc end
+    data = converted
+  end
+  local read = { bomb = false, endoffile = false }
+  if not binary and (fenc == '' or fenc:sub(1, 1) == 'u') and data:sub(1, 3) == '\239\187\191' then
+    data, read.bomb = data:sub(4), true
+  end
+  if not binary and bo.fileformat == 'dos' then
+    data = data:gsub('\r\n', '\n')
+    if data:sub(-1) == '\26' and (#data == 1 or data:sub(-2, -2) == '\n') then
+      data, read.endoffile = data:sub(1, -2), true  -- a last "line" of only CTRL-Z
+    end
+  elseif not binary and bo.fileformat == 'mac' then
+    data = data:gsub('[\r\n]', SWAP_CR_LF)
+  end
+  read.eol = data == '' or data:sub(-1) == '\n'
+  return read.eol and data or data .. '\n', read
+end
+
+local function split(text)  -- "a\nb\n" -> { 'a', 'b' }
+  local lines = vim.split(text, '\n', { plain = true })
+  lines[#lines] = nil
+  return lines
+end
+
+-- Close the current undo block of the current buffer (setting 'undolevels' does, even to
+-- its own value): the reload is one undo step of its own, apart from the user's edits.
+local function close_undo_block()
+  vim.cmd('noautocmd let &g:undolevels = &g:undolevels')
+end
+
+-- How many bytes `a` and `b` have in common at their start (`from_end`: at their end), up to
+-- `most`: pieces that double while they match, then halve where they differ.
+local function common(a, b, most, from_end)
+  local function same(i, j)  -- bytes i+1..j from the start (or the end) are the same
+    if from_end then return a:sub(#a - j + 1, #a - i) == b:sub(#b - j + 1, #b - i) end
+    return a:sub(i + 1, j) == b:sub(i + 1, j)
+  end
+  local low, step = 0, 64
+  while low < most do
+    local high = math.min(most, low + step)
+    if not same(low, high) then
+      most = high - 1
+      break
+    end
+    low, step = high, step * 2
+  end
+  while low < most do
+    local mid = math.ceil((low + most) / 2)
+    if same(low, mid) then low = mid else most = mid - 1 end
+  end
+  return low
+end
+
+-- The line breaks in `s` from byte `i` to byte `j`: how many, and where the last one is.
+local function breaks(s, i, j)
+  local count, last = 0, nil
+  local at = s:find('\n', i, true)
+  while at and at <= j do
+    count, last = count + 1, at
+    at = s:find('\n', at + 1, true)
+  end
+  return count, last
+end
+
+-- How the buffer's lines (`old_lines`) and `text` compare: `head` lines both start with
+-- (`text` goes on at byte `from`), `tail` lines both end with (`text` stops before them at
+-- byte `to`), and the buffer's lines between them. Compared line by line: a piece of `text`
+-- equal to a line is that line's string (Lua strings are interned), no copy.
+local function compare_lines(old_lines, text)
+  local head, from = 0, 1
+  while head < #old_lines do
+    local line = old_lines[head + 1]
+    local stop = from + #line
+    if text:byte(stop) ~= 10 or text:sub(from, stop - 1) ~= line then break end
+    head, from = head + 1, stop + 1
+  end
+  local tail, to = 0, #text
+  while head + tail < #old_lines do
+    local line = old_lines[#old_lines - tail]
+    local start = to - #line
+    if start < from or (start > from and text:byte(start - 1) ~= 10)
+        or text:sub(start, to - 1) ~= line then break end
+    tail, to = tail + 1, start - 1
+  end
+  return head, from, tail, to, vim.list_slice(old_lines, head + 1, #old_lines - tail)
+end
+
+-- The same from `old`, the buffer's text as a string (each line followed by "\n"): no line
+-- of the buffer fetched (100,000 lines: 20-30 ms).
+local function compare_text(old, text)
+  local shorter = math.min(#old, #text)
+  local same = #text > #old and text:sub(1, #old) == old and #old  -- an append: one compare
+    or common(old, text, shorter)
+  local head, last = breaks(old, 1, same)
+  local from = last and last + 1 or 1
+  same = common(old, text, shorter - (from - 1), true)
+  -- The tail starts after a line break in both texts: one inside the bytes both end with, or
+  -- the one just before them if `text` has it too (or the head ends there).
+  local stop = #old - same  -- the byte before the common end, in `old`
+  if not (stop == from - 1 or (old:byte(stop) == 10
+      and (#text - same == from - 1 or text:byte(#text - same) == 10))) then
+    stop = old:find('\n', stop + 1, true) or #old
+  end
+  local tail = breaks(old, stop + 1, #old)
+  local to = #text - (#old - stop)
+  return head, from, tail, to, split(old:sub(from, stop))
+end
+
+-- The text each big buffer was last given, while it is unchanged since (buf -> { text, tick }):
+-- its next reload compares strings instead of fetching its lines.
+local known = {}
+local KNOWN_LINES = 20000
+
+-- Make `buf`'s lines `text` by the smallest change: the lines that differ between the lines
+-- both start with and those both end with, as vim.diff splits them into hunks. Undo keeps
+-- what changed only (an append costs the appended lines), marks, folds and every window's
+-- cursor stay where their lines are, and LSP clients get the change. One undo step.
+local function apply(buf, text)
+  local edits, middle = {}, {}
+  local was = known[buf]
+  known[buf] = nil
+  if api.nvim_buf_line_count(buf) == 1 and api.nvim_buf_get_lines(buf, 0, 1, true)[1] == '' then
+    middle = { '' }  -- empty, or one empty line (the API tells them not apart): all of it
+    edits[1] = { 0, 1, split(text) }
+  else
+    local head, from, tail, to
+    if was and was.tick == api.nvim_buf_get_changedtick(buf) then
+      if was.text == text then return end
+      head, from, tail, to, middle = compare_text(was.text, text)
+    else
+      head, from, tail, to, middle = compare_lines(api.nvim_buf_get_lines(buf, 0, -1, false),
+                                                   text)
+    end
+    if #middle == 0 and to < from then return end  -- the same text
+    local hunks = vim.diff(#middle > 0 and table.concat(middle, '\n') .. '\n' or '',
+                           text:sub(from, to), { result_type = 'indices' })
+    -- Lines between hunks are the same bytes in both texts: a hunk's new lines start at its
+    -- old lines' offset plus what the hunks before it added.
+    local row, offset, delta = 0, from - 1, 0  -- row: of `middle`
+    for i, hunk in ipairs(hunks) do
+      local first = hunk[2] == 0 and hunk[1] or hunk[1] - 1
+      local last = first + hunk[2]
+      while row < first do
+        row, offset = row + 1, offset + #middle[row + 1] + 1
+      end
+      local lines, start = {}, offset + delta + 1
+      local at = start
+      for k = 1, hunk[4] do
+        local newline = text:find('\n', at, true)
+        lines[k], at = text:sub(at, newline - 1), newline + 1
+      end
+      local removed = offset
+      while row < last do
+        row, offset = row + 1, offset + #middle[row + 1] + 1
+      end
+      delta = delta + (at - start) - (offset - removed)
+      edits[i] = { head + first, head + last, lines, first }
+    end
+  end
+  -- Rows that hold a cursor or a mark are changed as text: Neovim 0.12 moves the marks and
+  -- cursors of lines that set_lines replaces, as if they were deleted.
+  local held = {}
+  for _, win in ipairs(vim.fn.win_findbuf(buf)) do held[api.nvim_win_get_cursor(win)[1]] = true end
+  for _, marks in ipairs({ vim.fn.getmarklist(buf), vim.fn.getmarklist() }) do
+    for _, mark in ipairs(marks) do
+      if mark.pos[1] == 0 or mark.pos[1] == buf then held[mark.pos[2]] = true end
+    end
+  end
+  api.nvim_buf_call(buf, function()
+    close_undo_block()
+    for i = #edits, 1, -1 do
+      local first, last, lines, at = edits[i][1], edits[i][2], edits[i][3], edits[i][4] or 0
+      local same = math.min(last - first, #lines)  -- lines replaced one for one
+      if last - first > same or #lines > same then
+        api.nvim_buf_set_lines(buf, first + same, last, false,
+                               same > 0 and vim.list_slice(lines, same + 1) or lines)
+      end
+      local run = 0  -- rows first+run .. first+k-1 are replaced as lines, held ones as text
+      for k = 1, same + 1 do
+        local row = first + k - 1
+        if k > same or held[row + 1] then
+          if run < k - 1 then
+            api.nvim_buf_set_lines(buf, first + run, row, false, vim.list_slice(lines, run + 1,
+                                                                                k - 1))
+          end
+          if k <= same then
+            api.nvim_buf_set_text(buf, row, 0, row, #middle[at + k], { lines[k] })
+          end
+          run = k
+        end
+      end
+    end
+    close_undo_block()
+  end)
+end
+
+-- Whether a :write of `buf` now would run the BufWriteCmd `sync` adds, and no other: no other
+-- one matches its file (netrw's are for URLs), none is ignored ('eventignore', ':noautocmd'),
+-- and autocmds run here (in a callback of an autocmd without `nested`, as in an RPC call that
+-- came while one waits, they do not). That last is found by trying: setting an option to its
+-- value runs OptionSet as a write would run BufWriteCmd.
+local HAS_EVENTIGNOREWIN = vim.fn.exists('+eventignorewin') == 1  -- Neovim 0.11+
+local function only_ours_write(buf, name)
+  local ignored = (vim.o.eventignore .. ','):lower()
+  if HAS_EVENTIGNOREWIN then
+    for _, win in ipairs(vim.fn.win_findbuf(buf)) do
+      ignored = ignored .. vim.wo[win].eventignorewin:lower() .. ','
+    end
+  end
+  for _, event in ipairs({ 'all,', 'bufwritecmd,', 'optionset,' }) do
+    if ignored:find(event, 1, true) then return false end
+  end
+  for _, au in ipairs(api.nvim_get_autocmds({ event = 'BufWriteCmd' })) do
+    if au.buflocal then
+      if au.buffer == buf then return false end
+    else
+      local target = au.pattern:find('/', 1, true) and name or name:match('[^/]*$')
+      if vim.fn.match(target, vim.fn.glob2regpat(au.pattern)) >= 0 then return false end
+    end
+  end
+  local ran = false
+  local probe = api.nvim_create_autocmd('OptionSet', { pattern = 'undolevels', once = true,
+    callback = function() ran = true end })
+  vim.cmd('let &g:undolevels = &g:undolevels')
+  pcall(api.nvim_del_autocmd, probe)
+  return ran
+end
+
+-- Tell Neovim that `buf` is its file as it is on disk now. Neovim keeps its own record of the
+-- file (what :w compares before it asks "The file has been changed since reading it!!!", and
+-- its own checks), updated only when it reads or writes it. A :write that a BufWriteCmd
+-- answers ("written": 'modified' reset) updates that record from a stat of the path (it opens
+-- nothing) and marks every undo state as changed, as a real write does. Where that :write
+-- could do anything else, it waits until Neovim is idle (SafeState), if `buf` is still as it
+-- is now then; if it still could, only 'modified' is reset (a later :w may then ask).
+local syncing = {}  -- buf -> its changedtick while it waits to be synced: not the user's change
+local function sync(buf, again)
+  local name, tick = api.nvim_buf_get_name(buf), api.nvim_buf_get_changedtick(buf)
+  syncing[buf] = nil
+  if not api.nvim_buf_call(buf, function() return only_ours_write(buf, name) end) then
+    if again then
+      vim.bo[buf].modified = false
+      return
+    end
+    syncing[buf] = tick
+    api.nvim_create_autocmd('SafeState', { once = true, nested = true, callback = function()
+      syncing[buf] = nil
+      if api.nvim_buf_is_loaded(buf) and api.nvim_buf_get_changedtick(buf) == tick then
+        sync(buf, true)
+      end
+    end })
+    return
+  end
+  local written = false
+  local id = api.nvim_create_autocmd('BufWriteCmd', { buffer = buf, callback = function(ev)
+    vim.bo[ev.buf].modified = false
+    written = true
+  end })
+  local ok, err = pcall(api.nvim_buf_call, buf, function()
+    vim.cmd('silent keepalt keepjumps lockmarks write!')
+  end)
+  pcall(api.nvim_del_autocmd, id)
+  if not (ok and written) then
+    M.log('error', ('could not record %s as read: %s'):format(name, tostring(err)))
+  end
+end
+
+-- A big file leaves copies of its text behind (read, joined, diffed): they are collected soon,
+-- a step every few milliseconds, rather than when Lua gets round to it (Neovim would hold a
+-- few times the file per reload meanwhile). Not at once: a full collection of a big heap (50
+-- ms with 50,000 diagnostics) would be a freeze of its own.
+local GARBAGE_BYTES = 1024 * 1024
+local collecting = nil  -- the timer of the steps, while a collection goes on
+local function collect_soon()
+  if collecting then return end
+  collecting = uv.new_timer()
+  collecting:start(0, 5, function()
+    if collectgarbage('step', 256) and collecting then
+      collecting:close()
+      collecting = nil
+    end
+  end)
+end
+
+-- Make `buf` (unmodified) show its file as read now, from `data` and `stat` (its fstat).
+-- Returns nil, or why it could not.
+local function reload(buf, data, stat)
+  local text, read = decode(buf, data)
+  if text == nil then return read end
+  local bo, name = vim.bo[buf], api.nvim_buf_get_name(buf)
+  local modifiable, readonly = bo.modifiable, bo.readonly
+  if not modifiable then bo.modifiable = true end  -- as a reload: no E21,
+  if readonly then bo.readonly = false end         -- nor a W10 warning and its 1 s wait
+  local ok, err = pcall(apply, buf, text)
+  for option, value in pairs(read) do
+    if bo[option] ~= value then bo[option] = value end
+  end
+  if not modifiable then bo.modifiable = false end
+  -- As a reload: read-only if the file is not writable, and still if the user set it.
+  local seen = M.disk[buf]
+  readonly = not uv.fs_access(name, 'W') or (readonly and (seen and seen.mode) == stat.mode)
+  if readonly then bo.readonly = true end
+  sync(buf)
+  if not ok then
+    M.disk[buf] = { sig = signature(stat), mode = stat.mode }
+    error(err, 0)
+  end
+  pcall(api.nvim_exec_autocmds, 'FileChangedShellPost', { buffer = buf, modeline = false })
+  M.disk[buf] = { sig = signature(stat), mode = stat.mode }
+  if api.nvim_buf_line_count(buf) >= KNOWN_LINES then
+    known[buf] = { text = text, tick = api.nvim_buf_get_changedtick(buf) }
+  end
+  if #data > GARBAGE_BYTES then collect_soon() end
+  return nil
+end
+
+-- Bring `buf` up to date with its file if that changed on disk since Neovim last read or
+-- wrote it: the one way claude-nvim reloads a buffer. A buffer with unsaved changes is never
+-- touched; nor is it for a file Neovim must not read (M.unloadable), which it never opens.
+-- Returns what it found: 'current', 'reloaded', 'modified' (the file changed, the buffer has
+-- unsaved changes), 'deleted', or 'refused' and why; nil for a buffer with no file.
+function M.refresh(buf)
+  if not (api.nvim_buf_is_valid(buf) and api.nvim_buf_is_loaded(buf))
+      or vim.bo[buf].buftype ~= '' then return nil end
+  local name = api.nvim_buf_get_name(buf)
+  if not (name:sub(1, 1) == '/' or name:match('^%a:[/\\]')) then return nil end
+  local seen, stat = M.disk[buf], uv.fs_stat(name)
+  if stat == nil then return seen and 'deleted' or 'current' end
+  if seen and seen.sig == signature(stat) then return 'current' end
+  if vim.bo[buf].modified and syncing[buf] ~= api.nvim_buf_get_changedtick(buf) then
+    return seen == nil and 'current' or 'modified'
+  end
+  local why = refusal(name, stat)
+  if why == nil then
+    local data
+    data, stat = M.read_file(name)
+    if data == nil then
+      why = stat
+    else
+      why = reload(buf, data, stat)
+      if why then why = name .. ' ' .. why end
+    end
+  elseif stat.type ~= 'file' then
+    sync(buf)  -- Neovim's own checks see no change: none of them opens it
+  end
+  if why then return 'refused', why end
+  return 'reloaded'
 end
 
 -- Notify the server. A dead channel (the server went away) switches its claude-nvim off here,
@@ -202,24 +609,48 @@ end
 -- number; any other level still logs (as a warning).
 function M.log(level, msg) return M.notify('claude_nvim_log', level, msg) end
 
--- Something the user must know (never anything else goes to their screen). A message wider
--- than the command line would hold Neovim at a hit-enter prompt, RPC calls included: :echomsg
--- cuts it to fit on screen ('shortmess' T) and keeps it whole in :messages; where it cannot
--- ('cmdheight' 0, no T), the message is cut here.
-function M.tell(msg, level)
-  msg = 'claude-nvim: ' .. msg
-  local room = vim.v.echospace - 1
-  if vim.fn.strdisplaywidth(msg) > room then
-    if vim.o.cmdheight > 0 and vim.o.shortmess:find('T', 1, true) then
-      local hl = ({ WARN = 'WarningMsg', ERROR = 'ErrorMsg' })[level] or 'None'
-      return vim.cmd('echohl ' .. hl .. ' | echomsg ' .. vim.fn.string(msg) .. ' | echohl None')
+-- `s` cut to at most `width` screen cells, '…' included; one cut, found by halving.
+local function fit(s, width)
+  if vim.fn.strdisplaywidth(s) <= width then return s end
+  local low, high = 0, math.min(vim.fn.strchars(s), width)  -- chars that fit with the '…'
+  while low < high do
+    local mid = math.ceil((low + high) / 2)
+    if vim.fn.strdisplaywidth(vim.fn.strcharpart(s, 0, mid)) <= width - 1 then
+      low = mid
+    else
+      high = mid - 1
     end
-    repeat
-      msg = vim.fn.strcharpart(msg, 0, vim.fn.strchars(msg) - 1)
-    until vim.fn.strdisplaywidth(msg) < room
-    msg = msg .. '…'
   end
-  vim.notify(msg, vim.log.levels[level or 'INFO'])
+  return vim.fn.strcharpart(s, 0, low) .. '…'
+end
+
+local HIGHLIGHT = { WARN = 'WarningMsg', ERROR = 'ErrorMsg' }
+
+-- Something the user must know (never anything else goes to their screen), as data: one line
+-- (control characters, a newline in a file name, shown as ^J), never a hit-enter prompt,
+-- whatever the screen. What fits the command line is shown and kept in :messages as it is.
+-- A longer message: with 'shortmess' T, :echomsg shows it cut to fit and keeps it whole in
+-- :messages (it reads the text from M.telling: no Ex source is made of it); else, or with
+-- 'cmdheight' 0, it is cut here to what fits.
+function M.tell(msg, level)
+  msg = vim.fn.strtrans((('claude-nvim: ' .. msg):gsub('\n', '^J')))
+  local hl = HIGHLIGHT[level] or 'Normal'
+  local room = vim.v.echospace
+  if vim.fn.strdisplaywidth(msg) <= room then
+    return api.nvim_echo({ { msg, hl } }, true, {})
+  end
+  if vim.o.cmdheight > 0 and room > 1 and vim.o.shortmess:find('T', 1, true) then
+    M.telling = msg
+    vim.cmd('echohl ' .. hl .. " | echomsg luaeval(\"require'claude_nvim.core'.telling\")"
+      .. ' | echohl None')
+    M.telling = nil
+    return
+  end
+  if room >= 2 then
+    api.nvim_echo({ { fit(msg, room - 1), hl } }, true, {})
+  else  -- no room at all on this screen: the server's log has it
+    M.log('warn', 'not shown (no room on the screen): ' .. msg)
+  end
 end
 
 -- Wrap an autocmd callback: its errors go to the server's log, not to :messages.
@@ -245,24 +676,6 @@ function M.workspace_folders()
   return out
 end
 
--- The file's modification time as a string, or nil when there is no such file.
-function M.mtime(path)
-  local stat = uv.fs_stat(path)
-  return stat and (stat.mtime.sec .. '.' .. stat.mtime.nsec) or nil
-end
-
--- Whether `buf`'s file changed on disk since Neovim read or wrote it (as far as we saw).
-function M.changed_on_disk(buf)
-  local seen = vim.b[buf].claude_nvim_mtime
-  return seen ~= nil and M.mtime(api.nvim_buf_get_name(buf)) ~= seen
-end
-
-local function remember_mtime(buf)
-  if api.nvim_buf_is_loaded(buf) and vim.bo[buf].buftype == '' then
-    vim.b[buf].claude_nvim_mtime = M.mtime(api.nvim_buf_get_name(buf))
-  end
-end
-
 -- A reader of lines by (path, 0-based row[, buf]): from `buf` or the loaded buffer of `path`
 -- when there is one, else from the file, read once. Reading stops at 4 MB of files per reader,
 -- so that a long answer never holds Neovim up: lines past that are nil.
@@ -282,14 +695,11 @@ function M.reader()
     if buf and api.nvim_buf_is_loaded(buf) then
       return api.nvim_buf_get_lines(buf, row, row + 1, false)[1]
     end
-    if files[path] == nil then
-      local stat = uv.fs_stat(path)
-      local ok, lines = false, nil
-      if stat and stat.type == 'file' and stat.size <= budget then
-        budget = budget - stat.size
-        ok, lines = pcall(vim.fn.readfile, path)
-      end
-      files[path] = ok and lines or {}
+    if files[path] == nil then  -- as readfile() reads it: a CR before each NL dropped
+      local data = budget > 0 and M.read_file(path, budget)
+      budget = budget - (data and #data or 0)
+      files[path] = data and split((data:gsub('\r\n', '\n'):gsub('^\239\187\191', '')
+        :gsub('[^\n]$', '%0\n'))) or {}
     end
     return files[path][row + 1]
   end
@@ -301,11 +711,12 @@ function M.setup(opts)
   M.chan = opts.chan
   M.max_file_bytes = opts.max_file_bytes or M.max_file_bytes
   local group = api.nvim_create_augroup('claude_nvim', { clear = true })
-  -- Neovim keeps a buffer's file time to itself; we keep our own, so that a write never
-  -- meets its "file changed since reading" prompt (saveDocument checks first).
-  for _, buf in ipairs(api.nvim_list_bufs()) do remember_mtime(buf) end
-  api.nvim_create_autocmd({ 'BufReadPost', 'BufWritePost', 'FileChangedShellPost' }, {
-    group = group, callback = function(ev) remember_mtime(ev.buf) end,
+  M.disk, known = {}, {}
+  for _, buf in ipairs(api.nvim_list_bufs()) do M.remember(buf) end
+  api.nvim_create_autocmd({ 'BufReadPost', 'BufNewFile', 'BufWritePost', 'FileChangedShellPost' },
+    { group = group, callback = function(ev) M.remember(ev.buf) end })
+  api.nvim_create_autocmd({ 'BufUnload', 'BufWipeout' }, {
+    group = group, callback = function(ev) M.disk[ev.buf], known[ev.buf] = nil, nil end,
   })
   editors = {}
   local previous = vim.fn.win_getid(vim.fn.winnr('#'))

@@ -123,28 +123,27 @@ class DiffsFeature(Feature):
         # Pending diffs were rejected and closed when their calls were cancelled; accepted
         # ones still wait for a close_tab that will never come.
         for diff in self.registry.owned_by(client_id):
-            # reload: the CLI may have written an accepted file just before it went.
-            await forget_and_close(editor, self.registry, diff, reload=True)
+            await forget_and_close(editor, self.registry, diff)
 
 
-async def forget_and_close(editor: Editor, registry: DiffRegistry, diff: Diff, *, reload: bool,
+async def forget_and_close(editor: Editor, registry: DiffRegistry, diff: Diff, *,
                            wait: bool = True) -> None:
-    """Forget ``diff`` and close its tab in Neovim, ``reload`` reloading its target's buffer
-    (the CLI writes an accepted file itself). ``wait``: for Neovim, 2 s at most, even when
+    """Forget ``diff`` and close its tab in Neovim (the target's buffer follows what the CLI
+    writes to it, as every buffer does: bufsync). ``wait``: for Neovim, 2 s at most, even when
     cancelled; else the close is sent and this returns at once."""
     registry.forget(diff.id)
     if not wait:
-        editor.call_lua_soon(MODULE, "close", diff.id, reload)
+        editor.call_lua_soon(MODULE, "close", diff.id)
         return
     with trio.move_on_after(2, shield=True), contextlib.suppress(Exception):
-        await editor.call_lua(MODULE, "close", diff.id, reload, timeout=2)
+        await editor.call_lua(MODULE, "close", diff.id, timeout=2)
 
 
 async def dismiss(editor: Editor, registry: DiffRegistry, diff: Diff) -> None:
     """What the CLI's close_tab and closeAllDiffTabs do to one of its diffs: a pending one is
-    rejected (openDiff's handler then closes it); an accepted one is closed in the background,
-    its target reloaded (the CLI waits on their answer; its write lands meanwhile)."""
+    rejected (openDiff's handler then closes it); an accepted one is closed in the background
+    (the CLI waits on their answer; its write lands meanwhile)."""
     if diff.status == "pending":
         registry.settle(diff.id, "rejected")
     else:
-        await forget_and_close(editor, registry, diff, reload=True, wait=False)
+        await forget_and_close(editor, registry, diff, wait=False)

@@ -191,8 +191,9 @@ local function go_back(from)
   end
 end
 
--- Close diff `id`'s tab and buffers; idempotent. `reload`: the CLI is writing the target now.
-function M.close(id, reload)
+-- Close diff `id`'s tab and buffers; idempotent. The target follows what the CLI writes to it
+-- as any buffer follows its file (bufsync).
+function M.close(id)
   local d = diffs[id]
   if d == nil then return false end
   diffs[id] = nil
@@ -228,10 +229,6 @@ function M.close(id, reload)
   for _, buf in ipairs({ d.proposal, d.scratch }) do
     if buf and api.nvim_buf_is_valid(buf) then pcall(api.nvim_buf_delete, buf, { force = true }) end
   end
-  if reload and d.target ~= d.scratch then
-    core.refresh(d.target)
-    vim.defer_fn(function() core.refresh(d.target) end, 300)
-  end
   go_back(back)
   announce('ClaudeNvimDiffClosed', { id = id, path = d.path })
   return true
@@ -242,7 +239,7 @@ function M.setup(opts)
 end
 
 function M.stop()
-  for id in pairs(diffs) do M.close(id, false) end
+  for id in pairs(diffs) do M.close(id) end
 end
 
 return M

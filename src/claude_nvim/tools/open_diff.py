@@ -30,7 +30,7 @@ async def open_diff(ctx: ToolContext, args: JSON) -> ToolResult:
         return text_result("DIFF_REJECTED", tab_name)
     finally:
         if diff.status != "accepted":  # rejected, refused, cancelled: close now
-            await forget_and_close(ctx.editor, ctx.diffs, diff, reload=False)
+            await forget_and_close(ctx.editor, ctx.diffs, diff)
 
 
 TOOL = Tool(
