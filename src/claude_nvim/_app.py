@@ -37,6 +37,7 @@ from ._mentions.claudes import Claude, Terminal
 from ._mentions.outboxes import Outboxes
 from ._nvim import lua
 from ._nvim.editor import Editor, parse_address
+from ._paths import PathMap
 from ._selection import SelectionFeature
 from ._tool import JSON, ConnectionInfo, Exposure, Tool, ToolContext
 from ._wire import jsontext, websocket
@@ -107,8 +108,19 @@ class App:
         send_timeout: float = 30.0,
         mention_queue_seconds: float = mentions.QUEUE_SECONDS,
         max_file_mb: float | None = None,
+        paths: PathMap | None = None,
+        remote: bool = False,
+        claude_via: Mapping[str, Any] | None = None,
     ) -> None:
         self.editor = editor
+        self.paths = paths or PathMap()
+        """Where Claude's paths are in Neovim and back (``serve --path-map``)."""
+        self.remote = remote
+        """Neovim runs on another host (or in another container) than this server and the
+        Claudes it serves: its pids, terminals and environment are not this host's."""
+        self.claude_via = claude_via
+        """How Neovim runs a ``claude`` here (``claude-nvim remote``'s transport), published
+        with the rest (``claude.via``): ``{"command": [...], "quote": bool, "cwd": str}``."""
         self.max_file_bytes = max_file_bytes(max_file_mb)
         """Tools refuse to make Neovim load larger files (default: $CLAUDE_NVIM_MAX_FILE_MB)."""
         self.handshake_timeout = handshake_timeout
@@ -143,6 +155,7 @@ class App:
             diff_registry=self.diffs, outboxes=self.outboxes, replies=self.replies)
         """What runs in Neovim and what it sends, in order (see :class:`Feature`)."""
         for feature in self.features:
+            feature.paths = self.paths
             for event, handler in feature.notifications().items():
                 editor.on_notification(event, handler)
 
@@ -187,7 +200,10 @@ class App:
                 max_message_size=MAX_MESSAGE_BYTES, handshake_timeout=self.handshake_timeout,
                 stall_timeout=self.send_timeout))
             self.port = port
-            info = await editor.call_lua(lua.CORE, "publish", self.port)
+            # Claude runs here, not in Neovim's terminals: its environment is this host's.
+            here = {k: os.environ.get(k, "") for k in ("no_proxy", "NO_PROXY")}
+            info = await editor.call_lua(lua.CORE, "publish", self.port,
+                                         here if self.remote else None)
             self.environment = dict(info["env"])
             self._lock_pid = self._choose_lock_pid(info["pid"])
             # In a thread: it connects to ports, and a stop must not wait for that.
@@ -199,14 +215,19 @@ class App:
             self._write_claude_files()
             self._write_lock(info["folders"])  # the lock file says "ready" to the CLI...
             # ... and this, to whoever starts a claude in Neovim.
+            claude = {"env": self.environment, "args": self.claude_args}
             await editor.call_lua(lua.CORE, "ready",
-                                  {"env": self.environment, "args": self.claude_args})
+                                  {**claude, "via": self.claude_via} if self.claude_via else claude)
             log.info("listening on ws://127.0.0.1:%d, lock file %s", self.port, self.lock_path)
             task_status.started(self.port)
 
     def _choose_lock_pid(self, nvim_pid: int) -> int:
         # A `claude` started in a :terminal of Neovim has Neovim among its ancestors, and the
         # editor's pid lives as long as the editor: use it when Neovim runs on this machine.
+        # Elsewhere its pid means nothing here, and the CLI would delete a lock naming a pid
+        # that is not alive on its host.
+        if self.remote:
+            return os.getpid()
         kind, where = parse_address(self.editor.address)
         local = kind == "socket" or where.get("address") in ("127.0.0.1", "localhost", "::1")
         return nvim_pid if local and lockfile.pid_alive(nvim_pid) else os.getpid()
@@ -222,7 +243,8 @@ class App:
             self.claude_args += [option, str(path)]
 
     def _write_lock(self, folders: list[str]) -> None:
-        content = lockfile.lock_content(self._lock_pid, folders, self.token)
+        content = lockfile.lock_content(self._lock_pid, [self.paths.to_claude(f) for f in folders],
+                                        self.token)
         self.lock_path = lockfile.write_lock(self.lock_directory, self.port, content)
 
     async def _clean_up(self) -> None:
@@ -300,7 +322,7 @@ class App:
     def _context(self, tool: Tool, connection: ConnectionInfo) -> ToolContext:
         editor: Editor = self.editor
         return ToolContext(tool, editor, self.diffs, connection, self._loggers[tool.name],
-                           self.big_reads, self.replies)
+                           self.big_reads, self.replies, self.paths)
 
     async def _answer(self, ws: Connection, session: McpSession, message: str | bytes,
                       scope: trio.CancelScope) -> None:
@@ -340,7 +362,8 @@ class App:
     async def _identify(self, connection: ConnectionInfo) -> Claude:
         """The Claude on ``connection``, with the Neovim terminal it runs in if any."""
         terminals: list[Terminal] = []
-        if connection.client_pid is not None:
+        # A remote Claude's pid is another host's: no terminal of Neovim runs it.
+        if connection.client_pid is not None and not self.remote:
             with contextlib.suppress(Exception):
                 found = await self.editor.call_lua(mentions.MODULE, "terminals")
                 terminals = [Terminal(t["buf"], t["pid"], str(t.get("name", "")),

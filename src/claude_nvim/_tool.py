@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._big_reads import BigReads
 from ._errors import ToolError as ToolError
+from ._paths import PathMap
 from ._schema import Checker, SchemaError, compile_checker
 from ._wire import jsontext
 
@@ -119,6 +120,10 @@ class ToolContext:
     """The server's one slot for answers of megabytes; see :meth:`big_read`."""
     replies: Replies
     """Answers the tools' Lua sends later (a language server's): built-in tools use it."""
+    paths: PathMap = field(default_factory=PathMap)
+    """Where Claude's paths are in Neovim and back (``serve --path-map``): a path from the
+    arguments goes to Neovim as ``ctx.paths.candidates(path)`` (or ``ctx.paths.to_neovim``), one
+    in an answer goes back as ``ctx.paths.to_claude(path)`` (or ``to_claude_fields(answer)``)."""
 
     async def call_lua(self, fn: str, *args: Any) -> Any:
         """Call ``fn`` of this tool's own Lua module in Neovim: one RPC round trip."""

@@ -744,18 +744,20 @@ function M.live_server()
   return info
 end
 
--- Listening on `port`: publish it to Neovim's environment so that `claude` started from any
--- :terminal connects here (docs/protocol.md §4).
-function M.publish(port)
+-- Listening on `port`: the environment a `claude` needs to connect here (docs/protocol.md §4),
+-- set in Neovim's own so that `claude` started from any :terminal connects here. `remote`: the
+-- server runs on another host, where claude runs too: its no_proxy and NO_PROXY there, and
+-- nothing is set here.
+function M.publish(port, remote)
+  if remote == vim.NIL then remote = nil end
   M.port = port
   local info = vim.g.claude_nvim_server or {}
   info.port = port
   vim.g.claude_nvim_server = info
-  vim.env.CLAUDE_CODE_SSE_PORT = tostring(port)
-  vim.env.ENABLE_IDE_INTEGRATION = 'true'
-  vim.env.FORCE_CODE_TERMINAL = 'true'
+  local env = { CLAUDE_CODE_SSE_PORT = tostring(port), ENABLE_IDE_INTEGRATION = 'true',
+                FORCE_CODE_TERMINAL = 'true' }
   for _, var in ipairs({ 'no_proxy', 'NO_PROXY' }) do
-    local value = vim.env[var] or ''
+    local value = (remote or vim.env)[var] or ''
     local have = {}
     for _, host in ipairs(vim.split(value, ',', { trimempty = true })) do
       have[vim.trim(host)] = true
@@ -763,11 +765,11 @@ function M.publish(port)
     for _, host in ipairs({ 'localhost', '127.0.0.1', '::1' }) do
       if not have[host] then value = value == '' and host or (value .. ',' .. host) end
     end
-    vim.env[var] = value
+    env[var] = value
   end
-  local env = {}
-  for _, var in ipairs({ 'CLAUDE_CODE_SSE_PORT', 'ENABLE_IDE_INTEGRATION', 'FORCE_CODE_TERMINAL',
-                         'no_proxy', 'NO_PROXY' }) do env[var] = vim.env[var] end
+  if not remote then
+    for var, value in pairs(env) do vim.env[var] = value end
+  end
   return { pid = vim.fn.getpid(), folders = M.workspace_folders(), env = env }
 end
 

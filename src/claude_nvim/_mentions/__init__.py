@@ -50,5 +50,6 @@ class MentionsFeature(Feature):
         mention, recent = [*args, None, None][:2]
         if self._nursery is not None and isinstance(mention, dict):
             buffers = [b for b in recent if isinstance(b, int)] if isinstance(recent, list) else []
-            self.outboxes.send_mention(notification("at_mentioned", mention), buffers,
-                                       self._nursery)
+            self.outboxes.send_mention(
+                notification("at_mentioned", self.paths.to_claude_fields(mention)), buffers,
+                self._nursery)

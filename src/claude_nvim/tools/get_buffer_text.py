@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from functools import partial
 
 from .._nvim.lua import read_lua
-from .._paths import candidate_paths
 from .._tool import JSON, MODEL, Register, Tool, ToolContext, ToolError, ToolResult, json_result
 from ..hookspecs import hookimpl
 from ._lsp import MAX_INDEX, ordered
@@ -31,13 +30,13 @@ async def get_buffer_text(ctx: ToolContext, args: JSON,
     if not path.strip():
         raise ToolError("Invalid arguments: 'filePath' must not be empty")
     request = {k: args[k] for k in ("startLine", "endLine") if k in args}
-    answer = await ctx.call_lua("read", candidate_paths(path),
+    answer = await ctx.call_lua("read", ctx.paths.candidates(path),
                                 {**request, "max_lines": limits.max_lines,
                                  "max_bytes": limits.max_bytes})
     if "error" in answer:
         raise ToolError(answer["error"])
     order = ("uri", "startLine", "endLine", "totalLines", "isDirty", "truncated", "text")
-    return json_result(ordered(answer, order))
+    return json_result(ordered(ctx.paths.to_claude_fields(answer), order))
 
 
 def make_tool(limits: Limits = DEFAULT_LIMITS) -> Tool:

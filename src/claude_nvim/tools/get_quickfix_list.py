@@ -32,7 +32,7 @@ async def get_quickfix_list(ctx: ToolContext, args: JSON,
         raise ToolError(answer["error"])
     order = ("list", "title", "current", "truncated", "total", "items", "uri", "line",
              "character", "endLine", "endCharacter", "type", "valid", "text")
-    return json_result(ordered(answer, order))
+    return json_result(ordered(ctx.paths.to_claude_fields(answer), order))
 
 
 def make_tool(limits: Limits = DEFAULT_LIMITS) -> Tool:
