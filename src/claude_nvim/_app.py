@@ -28,6 +28,7 @@ from ._big_reads import BigReads
 from ._bufsync import BufsyncFeature
 from ._core import CommandsFeature, CoreFeature, max_file_bytes
 from ._diffs import DiffRegistry, DiffsFeature
+from ._errors import EditorGone, EditorTimeout
 from ._feature import Feature
 from ._lsp import LspFeature
 from ._lsp.replies import Replies
@@ -52,6 +53,7 @@ from ._wire.constants import (
 )
 from ._wire.websocket import Connection, ConnectionClosed, Request
 from ._wire.workers import Workers
+from ._writes import WritesFeature
 
 log = logging.getLogger(__name__)
 
@@ -65,11 +67,12 @@ CLIENT_VERSION = dict(zip(("major", "minor", "patch"), map(int, re.findall(r"\d+
 
 
 def built_in(*, max_file_bytes: int, on_folders: Callable[[list[str]], None],
-             diff_registry: DiffRegistry, outboxes: Outboxes, replies: Replies) -> list[Feature]:
+             diff_registry: DiffRegistry, outboxes: Outboxes, replies: Replies,
+             writes: WritesFeature) -> list[Feature]:
     """The features the App runs, in order: core first (the others' Lua requires it)."""
     return [CoreFeature(max_file_bytes, on_folders), LspFeature(replies), SelectionFeature(),
             DiffsFeature(diff_registry), MentionsFeature(outboxes), CommandsFeature(),
-            BufsyncFeature()]
+            BufsyncFeature(), writes]
 
 
 CLAUDE_FILES: dict[str, Callable[[int, str], str]] = {
@@ -111,6 +114,7 @@ class App:
         paths: PathMap | None = None,
         remote: bool = False,
         claude_via: Mapping[str, Any] | None = None,
+        keepalive: float = 15.0,
     ) -> None:
         self.editor = editor
         self.paths = paths or PathMap()
@@ -118,6 +122,8 @@ class App:
         self.remote = remote
         """Neovim runs on another host (or in another container) than this server and the
         Claudes it serves: its pids, terminals and environment are not this host's."""
+        self.keepalive = keepalive
+        """Seconds between two checks that a remote Neovim still answers (and its timeout)."""
         self.claude_via = claude_via
         """How Neovim runs a ``claude`` here (``claude-nvim remote``'s transport), published
         with the rest (``claude.via``): ``{"command": [...], "quote": bool, "cwd": str}``."""
@@ -150,9 +156,12 @@ class App:
         self._lock_pid = os.getpid()
         self._connection_ids = itertools.count(1)
         self.outboxes = Outboxes(mention_queue_seconds, self._tell)
+        self.writes = WritesFeature(remote, self.max_file_bytes)
+        """Files written here reach Neovim's buffers (when it is elsewhere)."""
         self.features: list[Feature] = built_in(
             max_file_bytes=self.max_file_bytes, on_folders=self._on_folders,
-            diff_registry=self.diffs, outboxes=self.outboxes, replies=self.replies)
+            diff_registry=self.diffs, outboxes=self.outboxes, replies=self.replies,
+            writes=self.writes)
         """What runs in Neovim and what it sends, in order (see :class:`Feature`)."""
         for feature in self.features:
             feature.paths = self.paths
@@ -195,6 +204,8 @@ class App:
         async with trio.open_nursery() as nursery:
             for feature in self.features:
                 await feature.start(editor, nursery)
+            if self.remote:
+                nursery.start_soon(self._check_neovim)
             port = await nursery.start(partial(
                 websocket.serve, self._serve_client, self.requested_port,
                 max_message_size=MAX_MESSAGE_BYTES, handshake_timeout=self.handshake_timeout,
@@ -220,6 +231,18 @@ class App:
                                   {**claude, "via": self.claude_via} if self.claude_via else claude)
             log.info("listening on ws://127.0.0.1:%d, lock file %s", self.port, self.lock_path)
             task_status.started(self.port)
+
+    async def _check_neovim(self) -> None:
+        """A remote Neovim's connection can die without closing (a laptop asleep, a network
+        gone): ask it something it answers at once (``nvim_get_mode``), now and then, and give
+        up on it, and remove the lock, when it does not answer."""
+        while True:
+            await trio.sleep(self.keepalive)
+            try:
+                await self.editor.request("nvim_get_mode", timeout=self.keepalive)
+            except EditorTimeout as exc:
+                raise EditorGone(f"Neovim did not answer in {self.keepalive:g} s: the connection "
+                                 "to it is down") from exc
 
     def _choose_lock_pid(self, nvim_pid: int) -> int:
         # A `claude` started in a :terminal of Neovim has Neovim among its ancestors, and the
@@ -322,7 +345,7 @@ class App:
     def _context(self, tool: Tool, connection: ConnectionInfo) -> ToolContext:
         editor: Editor = self.editor
         return ToolContext(tool, editor, self.diffs, connection, self._loggers[tool.name],
-                           self.big_reads, self.replies, self.paths)
+                           self.big_reads, self.replies, self.paths, self.writes.written)
 
     async def _answer(self, ws: Connection, session: McpSession, message: str | bytes,
                       scope: trio.CancelScope) -> None:

@@ -124,6 +124,9 @@ class ToolContext:
     """Where Claude's paths are in Neovim and back (``serve --path-map``): a path from the
     arguments goes to Neovim as ``ctx.paths.candidates(path)`` (or ``ctx.paths.to_neovim``), one
     in an answer goes back as ``ctx.paths.to_claude(path)`` (or ``to_claude_fields(answer)``)."""
+    written: Callable[[str], None] = lambda path: None
+    """``ctx.written(path)``: the file at ``path`` (Claude's) was just written on Claude's host;
+    where Neovim runs elsewhere, its buffer is shown the new text (does nothing otherwise)."""
 
     async def call_lua(self, fn: str, *args: Any) -> Any:
         """Call ``fn`` of this tool's own Lua module in Neovim: one RPC round trip."""

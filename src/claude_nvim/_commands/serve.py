@@ -45,8 +45,10 @@ def run(args: argparse.Namespace) -> int:
         remote = args.remote or bool(paths) or address == STDIO
         if remote and (refusal := open_to_others(address)):
             return fail(refusal)
+        # Tests make it short; a dead connection costs a lock that outlives it this long.
+        keepalive = float(os.environ.get("CLAUDE_NVIM_KEEPALIVE") or 15)
         app = App(editor_for(address), loaded.tools, port=args.port, paths=paths, remote=remote,
-                  claude_via=via)
+                  claude_via=via, keepalive=keepalive)
 
         async def serve(ready: Callable[[], None]) -> int:
             async with trio.open_nursery() as serving:

@@ -563,6 +563,26 @@ local function reload(buf, data, stat)
   return nil
 end
 
+-- Make `buf` show `data`, its file's bytes as they are elsewhere (on Claude's host, where
+-- Neovim's file is another copy: sshfs, scp://), as a reload would: the smallest change, one
+-- undo step, then unmodified; what Neovim knows of its own copy is left alone. Returns nil, or
+-- why it could not.
+function M.show(buf, data)
+  local text, read = decode(buf, data)
+  if text == nil then return read end
+  local bo = vim.bo[buf]
+  local modifiable = bo.modifiable
+  if not modifiable then bo.modifiable = true end
+  local ok, err = pcall(apply, buf, text)
+  if not modifiable then bo.modifiable = false end
+  if not ok then return tostring(err) end
+  for option, value in pairs(read) do
+    if bo[option] ~= value then bo[option] = value end
+  end
+  bo.modified = false
+  return nil
+end
+
 -- Bring `buf` up to date with its file if that changed on disk since Neovim last read or
 -- wrote it: the one way claude-nvim reloads a buffer. A buffer with unsaved changes is never
 -- touched; nor is it for a file Neovim must not read (M.unloadable), which it never opens.

@@ -15,6 +15,7 @@ async def open_diff(ctx: ToolContext, args: JSON) -> ToolResult:
     tab_name = args["tab_name"]
     contents = args["new_file_contents"]
     diff = ctx.diffs.open(tab_name, ctx.connection.id, contents)
+    diff.path = args["new_file_path"]
     try:
         refusal = await ctx.editor.call_lua(DIFFS, "open", diff.id,
                                             ctx.paths.candidates(args["new_file_path"]),
