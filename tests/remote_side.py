@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import grp
 import importlib.metadata
 import itertools
 import json
@@ -234,9 +235,12 @@ LogLevel VERBOSE
         os.chown(path, user.pw_uid, user.pw_gid)
     log = client_dir / "sshd.log"
     with open(log, "wb") as out:
+        # Not root, sshd gives a session's terminal to the user and group tty by chown():
+        # it needs that group (the second user's sshd only).
         process = subprocess.Popen(
             [binary, "-D", "-e", "-f", str(server_dir / "sshd_config")], stdout=out,
-            stderr=subprocess.STDOUT, user=user.pw_uid, group=user.pw_gid, extra_groups=[],
+            stderr=subprocess.STDOUT, user=user.pw_uid, group=user.pw_gid,
+            extra_groups=[grp.getgrnam("tty").gr_gid],
             env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, cwd=server_dir)
     try:
         deadline = time.monotonic() + 10

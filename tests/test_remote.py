@@ -494,3 +494,55 @@ def test_serve_refuses_a_neovim_others_can_reach(tmp_path, address):
     assert done.returncode == 1 and len(lines) == 1, lines
     assert "other users" in lines[0] or "every user of this host" in lines[0]
     assert not list((tmp_path / "ide").glob("*.lock"))
+
+
+# From Neovim: the plugin's :ClaudeNvim with a remote target
+
+
+CLAUDE_TERMINAL = """
+local info = require('claude_nvim.terminal').info()
+if not info then return '' end
+return table.concat(vim.api.nvim_buf_get_lines(info.buf, 0, -1, false), '')  -- wrapped
+"""
+
+
+async def test_claude_nvim_with_a_target_runs_claude_there_from_the_plugin(
+        ssh_server, remote_bin, remote_ws, remote_home, tmp_path):
+    from test_plugin import alive, plugin_user
+
+    workspace(tmp_path)
+    options = ["--ssh", shlex.join(ssh_server.ssh), "--remote-command",
+               str(remote_bin / "claude-nvim"), "--remote-claude", str(remote_bin / "claude")]
+    async with plugin_user(tmp_path, remote={"args": options}) as user:
+        # A local server runs first (opts.start_server = 'startup'): :ClaudeNvim TARGET
+        # switches this Neovim to the one there, and starts Claude there.
+        await eventually(user, "return require('claude_nvim').server() ~= nil", timeout=20)
+        local_port = await user.exec_lua("return require('claude_nvim').server().port")
+        await user.request("nvim_command", f"ClaudeNvim ssh://{Sshd.HOST}{remote_ws}")
+        shown = await eventually(user, f"local t = loadstring([[{CLAUDE_TERMINAL}]])() "
+                                       "return t:find('\"connected\"', 1, true) and t",
+                                 timeout=30)
+        (lock,) = remote_locks(remote_home)
+        assert str(lock) in shown and str(remote_ws) in shown
+        served = await eventually(user, "local s = require('claude_nvim').server() "
+                                        "return s and (s.clients or 0) == 1 and s")
+        assert served["port"] != local_port
+        assert served["claude"]["via"]["host"] == Sshd.HOST
+        # A mention from Neovim reaches the Claude there, in its paths.
+        await user.request("nvim_command", "ClaudeNvimAdd a.py")
+        await eventually(user, f"local t = loadstring([[{CLAUDE_TERMINAL}]])() "
+                               f"return t and t:find('{remote_ws}/a.py', 1, true)", timeout=10)
+        # The connection drops: the user is told; a new Claude connects again, also while
+        # the launcher that told it still ends.
+        launcher_pid = await user.exec_lua(
+            "for _, c in ipairs(vim.api.nvim_list_chans()) do if c.stream == 'job' and "
+            "c.argv and vim.tbl_contains(c.argv, '--serve') then return vim.fn.jobpid(c.id) "
+            "end end")
+        os.kill(master_of(launcher_pid), signal.SIGKILL)
+        await eventually(user, "return vim.fn.execute('messages'):find("
+                               f"'the connection to {Sshd.HOST} closed', 1, true)", timeout=10)
+        await user.request("nvim_command", "ClaudeNvimNew")
+        await eventually(user, "local s = require('claude_nvim').server() "
+                               "return s and (s.clients or 0) == 1", timeout=30)
+        assert len(remote_locks(remote_home)) == 1
+        assert not alive(launcher_pid)

@@ -13,6 +13,7 @@ local defaults = {
   start_server = 'startup',  -- 'startup': once a UI is up; 'first_use': at the first command
   terminal = { position = 'right', size = 0.4 },  -- right left bottom top float tab; <1: a share
   diff = { open_in = 'tab', keep_focus = false },  -- open_in: 'tab' or 'current'
+  remote = { target = nil, args = {} },  -- Claude elsewhere: 'ssh://host/path', 'docker://c/path'
 }
 
 M.config = vim.deepcopy(defaults)
@@ -93,6 +94,8 @@ end
 -- publishes. Whoever needs it waits for its announcement (User ClaudeNvimServerReady).
 local serving = nil  -- the server's job id, while the one this plugin started runs
 local waiting = {}   -- {ready = fn(info), failed = fn(why)}: for a ready server
+local stopped = {}   -- what to call once the server's job has exited (M.stop_server)
+local served = {}    -- job id -> true: that job's server was ready once
 
 local function settle(ok, value)
   local now = waiting
@@ -106,6 +109,7 @@ end
 api.nvim_create_autocmd('User', { pattern = 'ClaudeNvimServerReady',
   group = api.nvim_create_augroup('claude_nvim_plugin', { clear = true }),
   callback = function()  -- after the server's call that announced it
+    if serving then served[serving] = true end
     vim.schedule(function()
       local info = ready_server()
       if info then settle(true, info) end
@@ -120,7 +124,9 @@ local function serve()
     return settle(false, 'this Neovim has no RPC address (v:servername)')
   end
   local said = nil  -- its last line of error, if it fails
-  local job = vim.fn.jobstart(vim.list_extend(cmd, { 'serve', '--nvim', vim.v.servername }), {
+  local args = require('claude_nvim.remote').serve_args(vim.v.servername)
+    or { 'serve', '--nvim', vim.v.servername }
+  local job = vim.fn.jobstart(vim.list_extend(cmd, args), {
     on_stderr = function(_, lines)
       for _, line in ipairs(lines) do
         if line:match('^claude%-nvim: ') then said = line:sub(14) end
@@ -129,10 +135,20 @@ local function serve()
     on_exit = function(job, code)
       vim.schedule(function()
         if serving == job then serving = nil end
-        -- Refused as another server is starting here: that one will announce itself.
+        -- Refused as another server is starting here: that one will announce itself. One
+        -- that served and ended (a remote one whose connection dropped) is followed by a new
+        -- one for who waits meanwhile.
         if #waiting > 0 and not server() then
-          settle(false, said or ('the claude-nvim server exited with code ' .. code))
+          if served[job] and serving == nil then
+            serve()
+          else
+            settle(false, said or ('the claude-nvim server exited with code ' .. code))
+          end
         end
+        served[job] = nil
+        local now = stopped  -- last: they may start the next server
+        stopped = {}
+        for _, done in ipairs(now) do done() end
       end)
     end,
   })
@@ -147,6 +163,19 @@ function M.when_ready(ready, failed)
   if info then return ready(info) end
   waiting[#waiting + 1] = { ready = ready, failed = failed }
   if not server() then serve() end  -- a live one that is not ready yet will announce itself
+end
+
+--- Stop the server this plugin started, then `done()` (at once when none runs); false, and
+--- nothing done, when the live server is not the plugin's.
+function M.stop_server(done)
+  if serving == nil then
+    if server() then return false end
+    done()
+    return true
+  end
+  stopped[#stopped + 1] = done
+  vim.fn.jobstop(serving)
+  return true
 end
 
 --- Start the server now, unless opts.start_server is 'first_use' (or one runs).

@@ -171,7 +171,8 @@ local function run(claude, info, args)
   local buf = claude.buf
   if not api.nvim_buf_is_valid(buf) then return forget(claude) end  -- closed meanwhile
   local exe = vim.env.CLAUDE_NVIM_CLAUDE or 'claude'
-  if vim.fn.executable(exe) == 0 then
+  local via = info.claude.via  -- the server is elsewhere (claude_nvim.remote): claude is there
+  if via == nil and vim.fn.executable(exe) == 0 then
     return failed(claude, '`' .. exe .. '` is not on PATH; install Claude Code (npm install -g '
       .. '@anthropic-ai/claude-code) or set $CLAUDE_NVIM_CLAUDE to it')
   end
@@ -192,6 +193,7 @@ local function run(claude, info, args)
     end)
   end
   local job_opts = { on_exit = exited, env = info.claude.env }
+  if via then cmd, job_opts.env = require('claude_nvim.remote').wrap(via, cmd, job_opts.env), nil end
   vim.bo[buf].modifiable = true
   local job = api.nvim_buf_call(buf, function()
     if vim.fn.has('nvim-0.11') == 1 then
@@ -262,6 +264,10 @@ end
 
 --- :ClaudeNvim [args]: show the current Claude (starting claude the first time), or hide it.
 function M.toggle(args)
+  local remote = require('claude_nvim.remote')
+  if args and remote.is_target(args[1]) then  -- :ClaudeNvim ssh://host/path: Claudes there
+    return remote.switch(args[1], function() M.open(vim.list_slice(args, 2)) end)
+  end
   local win = M.running() and window_of(current)
   if win then return hide(win) end
   if args and #args > 0 and M.running() then
