@@ -195,8 +195,8 @@ end
 -- and why not.
 function M.load(path, buf, private)
   if buf and api.nvim_buf_is_loaded(buf) then return buf end
-  local refusal = M.unloadable(buf and api.nvim_buf_get_name(buf) or path)
-  if refusal then return nil, refusal end
+  local why = M.unloadable(buf and api.nvim_buf_get_name(buf) or path)
+  if why then return nil, why end
   if buf == nil then
     buf = vim.fn.bufadd(path)
     if private then vim.bo[buf].swapfile = false end
@@ -365,20 +365,19 @@ local KNOWN_LINES = 20000
 -- what changed only (an append costs the appended lines), marks, folds and every window's
 -- cursor stay where their lines are, and LSP clients get the change. One undo step.
 local function apply(buf, text)
-  local edits, middle = {}, {}
+  local edits, middle = {}
   local was = known[buf]
   known[buf] = nil
   if api.nvim_buf_line_count(buf) == 1 and api.nvim_buf_get_lines(buf, 0, 1, true)[1] == '' then
     middle = { '' }  -- empty, or one empty line (the API tells them not apart): all of it
     edits[1] = { 0, 1, split(text) }
   else
-    local head, from, tail, to
+    local head, from, to, _
     if was and was.tick == api.nvim_buf_get_changedtick(buf) then
       if was.text == text then return end
-      head, from, tail, to, middle = compare_text(was.text, text)
+      head, from, _, to, middle = compare_text(was.text, text)
     else
-      head, from, tail, to, middle = compare_lines(api.nvim_buf_get_lines(buf, 0, -1, false),
-                                                   text)
+      head, from, _, to, middle = compare_lines(api.nvim_buf_get_lines(buf, 0, -1, false), text)
     end
     if #middle == 0 and to < from then return end  -- the same text
     local hunks = vim.diff(#middle > 0 and table.concat(middle, '\n') .. '\n' or '',
@@ -735,7 +734,7 @@ end
 -- The live server of this Neovim: its record (vim.g.claude_nvim_server: channel, pid, port,
 -- clients, and once ready `claude`, what a claude needs to connect), or nil. A server that died
 -- without cleaning up leaves its record behind: its channel is gone. The one test of "is a
--- server here": the claim (_nvim/lua.py's CLAIM_LUA), the Neovim plugin and the doctor all ask this.
+-- server here": the claim (_nvim/lua.py's CLAIM_LUA), the Neovim plugin and the doctor ask it.
 function M.live_server()
   local info = vim.g.claude_nvim_server
   if type(info) ~= 'table' or info.channel == nil then return nil end
