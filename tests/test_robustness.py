@@ -135,6 +135,26 @@ async def test_non_utf8_file_names_and_text(client, nvim, tmp_path):
     assert not selection.get("isError"), selection
 
 
+async def test_arguments_neovim_cannot_take_are_clear_errors(client, nvim, tmp_path):
+    # Before: "Internal error: UnicodeEncodeError" and "Internal error: OverflowError".
+    lone = await client.tool_error("openFile", {"filePath": "/tmp/\ud800.py"})
+    assert lone == ("Invalid arguments for openFile: 'filePath' is not text: it holds a lone "
+                    "surrogate (U+D800)")
+    huge = await client.tool_error("openFile", {"filePath": str(tmp_path), "startLine": 2**70})
+    assert huge == "Invalid arguments for openFile: 'startLine' is out of range (at most 64-bit " \
+        "integers)"
+    # The file name the server gives for a non-UTF-8 name comes back and names that file.
+    raw = bytes(tmp_path) + b"/caf\xe9.txt"
+    Path(raw.decode("utf-8", "surrogateescape")).write_bytes(b"x\n")
+    await nvim.exec_lua("vim.cmd.edit(vim.fn.fnameescape(...))",
+                        raw.decode("utf-8", "surrogateescape"))
+    editors = await client.call_json("getOpenEditors")
+    path = editors["tabs"][0]["fileName"]
+    assert path.endswith("caf\udce9.txt")
+    dirty = await client.call_json("checkDocumentDirty", {"filePath": path})
+    assert dirty["success"] is True and dirty["isDirty"] is False
+
+
 async def test_a_busy_neovim_times_out_clearly_and_recovers(nvim_address, nvim, tmp_path):
     app = App(editor_for(nvim_address, timeout=0.5), load_tools().tools,
               lock_directory=tmp_path / "ide")
