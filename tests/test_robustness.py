@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from functools import partial
 from pathlib import Path
 
@@ -297,6 +298,38 @@ async def test_a_client_that_stops_reading_is_dropped_and_blocks_nobody(
         nursery.cancel_scope.cancel()
 
 
+async def test_a_client_reading_a_trickle_delays_no_other_big_answer(app, nvim, tmp_path):
+    # A token holder asks twice for a 24 MB selection and reads 20 KB/s: enough never to be
+    # dropped as stalled, 20 minutes for one answer. Before, its second answer held the one
+    # big-answer slot until its first was nearly read, and every other client's big read
+    # waited as long (28-90 s at 256 KB/s).
+    big = tmp_path / "big.txt"
+    big.write_text("".join(f"{i:079d}\n" for i in range(300000)))
+    await nvim.request("nvim_command", f"edit {big}")
+    await nvim.request("nvim_input", "ggVG")
+    slow = await raw_upgrade(app.port, app.token)
+    slow.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    for n in range(2):
+        await slow.send_all(masked_frame(0x1, json.dumps(
+            {"jsonrpc": "2.0", "id": n, "method": "tools/call",
+             "params": {"name": "getCurrentSelection", "arguments": {}}}).encode()))
+
+    async def trickle():
+        while await slow.receive_some(4096):
+            await trio.sleep(0.2)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(trickle)
+        await trio.sleep(2)  # its first answer is queued; its second read would be next
+        async with mcp_client(app.port, app.token) as client:
+            for _ in range(2):
+                with trio.fail_after(20):
+                    answer = await client.call_json("getCurrentSelection")
+                assert len(answer["text"]) == 300000 * 80 - 1
+        nursery.cancel_scope.cancel()
+    await slow.aclose()
+
+
 async def test_each_app_has_its_own_big_read_slot_that_its_tools_share(tmp_path):
     # Two servers in one process (a test suite, say) do not wait on each other's big reads.
     tool = TOOLS["echo"]
@@ -311,6 +344,35 @@ async def test_each_app_has_its_own_big_read_slot_that_its_tools_share(tmp_path)
         with trio.fail_after(1):
             async with other_app.big_read():
                 pass
+
+
+async def test_a_big_read_waits_for_room_to_send_before_it_takes_the_slot():
+    class Outlet:
+        def __init__(self) -> None:
+            self.free = trio.Event()
+
+        def has_room(self) -> bool:
+            return self.free.is_set()
+
+        async def room(self) -> None:
+            await self.free.wait()
+
+    slot, full, order = BigReads(), Outlet(), []
+
+    async def answer(name: str, outlet: Outlet | None) -> None:
+        with slot.answering(outlet) as answering:
+            async with slot.read():
+                order.append(name)
+            assert answering.holds_slot
+
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(answer, "to a full connection", full)
+            await trio.sleep(0.05)
+            await answer("to another", None)  # not kept waiting by the full one
+            assert order == ["to another"]
+            full.free.set()
+    assert order == ["to another", "to a full connection"]
 
 
 async def test_a_big_read_slot_is_kept_until_the_answer_is_sent():

@@ -304,15 +304,16 @@ class App:
 
     async def _answer(self, ws: Connection, session: McpSession, message: str | bytes,
                       scope: trio.CancelScope) -> None:
-        with self.big_reads.answering():
+        with self.big_reads.answering(ws) as answer:
             reply = await session.handle(message, scope)
             if reply is not None:
-                await self._send(ws, reply)
+                # Holding the big-read slot, it had room before the read: it must not wait now.
+                await self._send(ws, reply, wait=not answer.holds_slot)
 
-    async def _send(self, ws: Connection, message: JSON) -> bool:
+    async def _send(self, ws: Connection, message: JSON, *, wait: bool = True) -> bool:
         """Send one message; ``False`` when the connection is gone (normal life) or dropped."""
         try:
-            await ws.send(jsontext.dumps(message))
+            await ws.send(jsontext.dumps(message), wait=wait)
         except ConnectionClosed:
             return False
         return True
