@@ -9,6 +9,9 @@ import contextlib
 import json
 import logging
 import os
+import socket
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -210,3 +213,39 @@ def session() -> McpSession:
                            BigReads(), Replies())
 
     return McpSession(ConnectionInfo(1), TOOLS, context)
+
+
+# A connection a process in a Neovim terminal holds (as a claude holds its own), handed to the test
+
+HAND_OVER = """\
+import socket
+def hand_over(port, to):
+    '''Open a TCP connection to the server on `port`, hand it to the test listening on the
+    Unix socket `to`, and return it: this process holds it too, as a claude holds its own.'''
+    tcp = socket.create_connection(("127.0.0.1", port))
+    unix = socket.socket(socket.AF_UNIX)
+    unix.connect(to)
+    socket.send_fds(unix, [b"c"], [tcp.fileno()])
+    unix.close()
+    return tcp
+"""
+"""Python source defining ``hand_over(port, to)``, for a process the test starts elsewhere."""
+
+
+@contextlib.asynccontextmanager
+async def handed_over(path: Path) -> AsyncIterator[Callable[[], Awaitable[trio.SocketStream]]]:
+    """Listen on the Unix socket ``path``; yields a function that waits for the next connection
+    ``hand_over`` sends there and returns it as a stream."""
+    listener = trio.socket.socket(socket.AF_UNIX)
+    await listener.bind(str(path))
+    listener.listen()
+
+    async def receive() -> trio.SocketStream:
+        conn, _ = await listener.accept()
+        with conn:
+            _, ancillary, _, _ = await conn.recvmsg(1, socket.CMSG_SPACE(4))
+        fd = int.from_bytes(ancillary[0][2][:4], sys.byteorder)
+        return trio.SocketStream(trio.socket.from_stdlib_socket(socket.socket(fileno=fd)))
+
+    with listener:
+        yield receive

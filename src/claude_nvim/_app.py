@@ -323,10 +323,14 @@ class App:
         await session.tools_listed.wait()
         await trio.sleep(FIRST_PUSH_DELAY)
         send = partial(self._send, ws)
-        claude = await self._identify(session.connection)
+        claude, keeper = await self._identify(session.connection, ws)
         try:
             with self.outboxes.open(claude) as inbox:
                 async with trio.open_nursery() as nursery:
+                    if keeper is not None:
+                        nursery.start_soon(self._tell, f"two Claudes claim one terminal: "
+                                           f"{keeper.label()} keeps it; the other is "
+                                           f"{claude.label()}", "WARN")
                     nursery.start_soon(self._tell_clients, True)
                     for feature in self.features:
                         nursery.start_soon(feature.push, send)
@@ -338,8 +342,11 @@ class App:
             with trio.CancelScope(shield=True):
                 await self._tell_clients(False)
 
-    async def _identify(self, connection: ConnectionInfo) -> Claude:
-        """The Claude on ``connection``, with the Neovim terminal it runs in if any."""
+    async def _identify(self, connection: ConnectionInfo, ws: Connection
+                        ) -> tuple[Claude, Claude | None]:
+        """The Claude on ``connection``, with the Neovim terminal it runs in if any; and the
+        Claude that keeps that terminal when this one claims it without proof (it then runs
+        in none)."""
         terminals: list[Terminal] = []
         if connection.client_pid is not None:
             with contextlib.suppress(Exception):
@@ -348,13 +355,24 @@ class App:
                                       str(t.get("label") or ""))
                              for t in found if isinstance(t, dict)
                              and isinstance(t.get("buf"), int) and isinstance(t.get("pid"), int)]
-        # In a thread: off Linux, a parent pid is a `ps` run away.
-        terminal = await trio.to_thread.run_sync(
-            self.outboxes.claudes.terminal_of, connection.client_pid, terminals)
-        claude = Claude(connection.id, connection.client_pid, terminal)
+        try:
+            client, server = ws.stream.socket.getpeername()[:2], ws.stream.socket.getsockname()[:2]
+        except OSError:  # gone already
+            client = server = None
+        # In a thread: it reads /proc (off Linux, a parent pid is a `ps` run away).
+        claudes = self.outboxes.claudes
+        claude = await trio.to_thread.run_sync(claudes.identify, connection.id,
+                                               connection.client_pid, terminals, client, server)
+        # No checkpoint from here until it is added (Outboxes.open): nobody else claims now.
+        keeper = claudes.disputed(claude)
+        if keeper is not None:
+            claude.terminal = None
+        if claude.proven is False:
+            log.warning("client %d says it is pid %s, which does not hold its connection: "
+                        "it is matched to no terminal", connection.id, connection.client_pid)
         connection.label = claude.label()
         log.info("client %d is %s", connection.id, connection.label)
-        return claude
+        return claude, keeper
 
     async def _tell_clients(self, connected: bool) -> None:
         """Tell Neovim how many Claudes listen now (statuslines, User autocmds)."""
