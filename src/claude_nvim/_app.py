@@ -58,6 +58,8 @@ FIRST_PUSH_DELAY = 0.5
 """Seconds after a client's first tools/list before its first notification: the CLI drops
 notifications that arrive before it has registered its handlers."""
 PING_INTERVAL, PONG_TIMEOUT = 30.0, 60.0
+PROOF = {True: "holds the connection", False: "does not hold the connection", None: "unproven"}
+"""What the server's log says of a Claude's pid (:func:`~._mentions.claudes.holds_socket`)."""
 CLIENT_VERSION = dict(zip(("major", "minor", "patch"), map(int, re.findall(r"\d+", VERSION)),
                           strict=False))
 """The package version as nvim_set_client_info takes it: "0.1.0" is major 0, minor 1, patch 0."""
@@ -371,7 +373,8 @@ class App:
             log.warning("client %d says it is pid %s, which does not hold its connection: "
                         "it is matched to no terminal", connection.id, connection.client_pid)
         connection.label = claude.label()
-        log.info("client %d is %s", connection.id, connection.label)
+        log.info("client %d is %s (pid %s: %s)", connection.id, connection.label,
+                 connection.client_pid, PROOF[claude.proven])
         return claude, keeper
 
     async def _tell_clients(self, connected: bool) -> None:
