@@ -121,6 +121,19 @@ async def claude_in_a_terminal(nvim, port, receive, tmp_path, name):
     return window, buffer, pid, await receive()
 
 
+async def proposal_bar(nvim, client, path):
+    """The window bar of the diff ``client`` proposes for ``path`` (then rejected)."""
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(client.call_tool, "openDiff", {
+            "old_file_path": str(path), "new_file_path": str(path),
+            "new_file_contents": "n\n", "tab_name": "a proposal"})
+        with trio.fail_after(5):
+            while "proposal of" not in (winbar := await nvim.exec_lua("return vim.wo.winbar")):
+                await trio.sleep(0.05)
+        await nvim.request("nvim_command", "ClaudeNvimDiffDeny")
+    return winbar
+
+
 async def test_a_mention_goes_to_the_claude_of_the_terminal_entered_last(app, nvim, tmp_path):
     # Two :terminal buffers, each the home of one Claude: the pid a Claude sends in
     # ide_connected is its terminal's job pid (or a descendant of it), which holds its
@@ -150,16 +163,8 @@ async def test_a_mention_goes_to_the_claude_of_the_terminal_entered_last(app, nv
             assert await other.no_notification("at_mentioned", after=seen[1])
             assert f"sent to the Claude in terminal buffer {buf}" in await messages(nvim)
         # Its diff says whose proposal it is, as several Claudes are connected.
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(claude_b.call_tool, "openDiff", {
-                "old_file_path": str(path), "new_file_path": str(path),
-                "new_file_contents": "n\n", "tab_name": "by b"})
-            with trio.fail_after(5):
-                while "proposal of" not in (winbar := await nvim.exec_lua(
-                        "return vim.wo.winbar")):
-                    await trio.sleep(0.05)
-            assert f"proposal of the Claude in terminal buffer {buf_b} for" in winbar
-            await nvim.request("nvim_command", "ClaudeNvimDiffDeny")
+        winbar = await proposal_bar(nvim, claude_b, path)
+        assert f"proposal of the Claude in terminal buffer {buf_b} for" in winbar
 
 
 async def test_a_claude_that_claims_another_terminals_pid_gets_none_of_its_mentions(
@@ -186,16 +191,8 @@ async def test_a_claude_that_claims_another_terminals_pid_gets_none_of_its_menti
         assert await impostor.no_notification("at_mentioned")
         assert f"sent to the Claude in terminal buffer {buf_a}" in await messages(nvim)
         # Its diff is not named after A's terminal either.
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(impostor.call_tool, "openDiff", {
-                "old_file_path": str(path), "new_file_path": str(path),
-                "new_file_contents": "n\n", "tab_name": "by the impostor"})
-            with trio.fail_after(5):
-                while "proposal of" not in (winbar := await nvim.exec_lua(
-                        "return vim.wo.winbar")):
-                    await trio.sleep(0.05)
-            assert "terminal buffer" not in winbar and f"pid {pid_a}" not in winbar
-            await nvim.request("nvim_command", "ClaudeNvimDiffDeny")
+        winbar = await proposal_bar(nvim, impostor, path)
+        assert "terminal buffer" not in winbar and f"pid {pid_a}" not in winbar
 
 
 async def test_unproven_two_claudes_claiming_one_terminal_the_first_keeps_it(app, nvim,
