@@ -654,8 +654,10 @@ async def test_after_a_diff_the_cursor_is_back_in_claude_pinned_there(user, clau
         await user.request("nvim_command", f"edit {path}")
     await user.request("nvim_command", "ClaudeNvimFocus")  # to the file
     await user.request("nvim_command", "ClaudeNvimFocus")  # and back: no second Claude window
-    now = await user.exec_lua(WINDOWS_NOW)
-    assert now["win"] == claude and now["wins"] == 2 and now["mode"] == "t"
+    # :startinsert takes effect when Neovim next waits for input.
+    now = await eventually(user, f"local w = (function() {WINDOWS_NOW} end)()\n"
+                                 "return w.mode == 't' and w")
+    assert now["win"] == claude and now["wins"] == 2
 
 
 async def test_the_file_window_the_user_was_in_last_is_the_active_editor(user, claude_dir):
