@@ -108,9 +108,9 @@ async def test_lock_file_is_private_complete_and_removed_on_exit(nvim_address, n
             "authToken": app.token,
         }
         # Beside it only the files a claude gets (--mcp-config ...), private too; no temporary.
-        for_claude = [Path(a) for a in app.claude_args[1::2]]
+        assert app.claude_args[::2] == ["--mcp-config", "--settings"]  # --settings: no file
+        for_claude = [Path(app.claude_args[1])]
         assert sorted(lock_dir.iterdir()) == sorted([path, *for_claude])
-        assert app.claude_args[::2] == ["--mcp-config"]
         assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in for_claude)
     assert list(lock_dir.iterdir()) == []  # all gone with the server
 
