@@ -20,7 +20,7 @@ from claude_nvim._errors import EditorError
 from claude_nvim._mentions.claudes import parent_pid
 from claude_nvim._nvim.headless import find_nvim, headless_nvim
 from claude_nvim.testing import attached_editor, mcp_client, running_app
-from helpers import HAND_OVER, PendingDiff, diff_args, eventually, handed_over, mode
+from helpers import PendingDiff, diff_args, eventually, handed_over, mode
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = ["ClaudeNvim", "ClaudeNvimNew", "ClaudeNvimSwitch", "ClaudeNvimFocus",
@@ -29,19 +29,22 @@ COMMANDS = ["ClaudeNvim", "ClaudeNvimNew", "ClaudeNvimSwitch", "ClaudeNvimFocus"
 
 # A stand-in for `claude`: connects to the server named by its environment (as claude does),
 # records its pid (each one's: started.jsonl) and every @-mention it gets (each one's:
-# mentions-PID.jsonl), and exits when "exit" is typed into it. "hand over PATH" typed into it
-# opens one more connection and hands it to the test listening on PATH (helpers.handed_over):
-# the test speaks through it as this Claude.
+# mentions-PID.jsonl), runs the hooks of its --settings as claude does when "prompt TEXT" or
+# "stop" is typed into it (helpers.HookedClaude), and exits when "exit" is typed. "hand over
+# PATH" typed into it opens one more connection and hands it to the test listening on PATH
+# (helpers.handed_over): the test speaks through it as this Claude.
 FAKE_CLAUDE = """\
 #!{python}
-import json, os, sys, threading, trio
+import json, os, queue, sys, threading, trio
+sys.path.insert(0, {tests!r})
 from claude_nvim.testing import mcp_client
-{hand_over}
+from helpers import HookedClaude, hand_over
 out = {out!r}
 with open(out + "/started.json", "w") as f:
     json.dump({{"pid": os.getpid(), "argv": sys.argv[1:]}}, f)
 with open(out + "/started.jsonl", "a") as f:
     f.write(json.dumps({{"pid": os.getpid(), "argv": sys.argv[1:]}}) + "\\n")
+lines = queue.Queue()
 kept = []
 def typed():
     for line in sys.stdin:
@@ -50,12 +53,25 @@ def typed():
         if line.startswith("hand over "):
             port = int(os.environ["CLAUDE_CODE_SSE_PORT"])
             kept.append(hand_over(port, line[len("hand over "):].strip()))
+            continue
+        lines.put(line.strip())
 threading.Thread(target=typed, daemon=True).start()
+async def hooks(client):
+    settings = json.loads(sys.argv[sys.argv.index("--settings") + 1])
+    claude = HookedClaude(client, settings, os.getcwd())
+    while True:
+        line = await trio.to_thread.run_sync(lines.get, abandon_on_cancel=True)
+        if line.startswith("prompt "):
+            await claude.prompt(line[7:])
+        elif line == "stop":
+            await claude.stop()
 async def main():
     port = os.environ["CLAUDE_CODE_SSE_PORT"]
     lock = os.path.join(os.environ["CLAUDE_CONFIG_DIR"], "ide", port + ".lock")
     token = json.load(open(lock))["authToken"]
-    async with mcp_client(int(port), token, pid=os.getpid()) as client:
+    async with mcp_client(int(port), token, pid=os.getpid()) as client, \\
+            trio.open_nursery() as nursery:
+        nursery.start_soon(hooks, client)
         seen = 0
         while True:
             note = await client.next_notification("at_mentioned", after=seen, timeout=3600)
@@ -74,7 +90,7 @@ def claude_dir(tmp_path, monkeypatch) -> Path:
     bin_dir.mkdir()
     script = bin_dir / "claude"
     script.write_text(FAKE_CLAUDE.format(python=sys.executable, out=str(tmp_path),
-                                         hand_over=HAND_OVER))
+                                         tests=str(ROOT / "tests")))
     script.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "cfg"))
@@ -166,7 +182,8 @@ async def test_toggle_hides_and_shows_the_same_running_claude(user, claude_dir):
     await terminal_mode(user)
     started = await claude_started(claude_dir)
     assert started["argv"][0] == "--mcp-config"  # what the server published, then the user's
-    assert started["argv"][2:] == ["--resume"]
+    assert started["argv"][2] == "--settings"  # its hooks (test_hooks.py)
+    assert started["argv"][4:] == ["--resume"]
     await user.request("nvim_input", "<C-\\><C-n>")
     await user.request("nvim_command", "ClaudeNvim")  # hide: claude keeps running
     hidden = await user.exec_lua(TERMINAL)
@@ -186,6 +203,23 @@ async def test_toggle_hides_and_shows_the_same_running_claude(user, claude_dir):
     assert await user.exec_lua("return {#vim.api.nvim_list_wins(), "
                                "vim.api.nvim_buf_is_valid(select(1, ...))}", first["buf"]) == [
         1, False]  # its window and buffer are gone with it
+
+
+async def test_a_claude_the_plugin_starts_tells_its_state_through_its_hooks(user, claude_dir):
+    await user.exec_lua("_G.seen = {}; vim.api.nvim_create_autocmd('User', { pattern = "
+                        "{ 'ClaudeNvimWorking', 'ClaudeNvimDone' }, callback = function(ev) "
+                        "table.insert(_G.seen, { ev.match, ev.data.terminal }) end })")
+    await user.request("nvim_command", "ClaudeNvim")
+    started = await eventually(user, TERMINAL)
+    await claude_started(claude_dir)
+    first = "local c = ((vim.g.claude_nvim_server or {}).claudes or {})[1]; return c and "
+    assert (await eventually(user, first + "c"))["state"] == "unknown"  # no hook came yet
+    await user.exec_lua("vim.fn.chansend(select(1, ...), 'prompt Fix it\\r')", started["job"])
+    working = await eventually(user, first + "c.state == 'working' and c")
+    assert working["terminal"] == started["buf"] and working["label"] == "Claude 1"
+    await user.exec_lua("vim.fn.chansend(select(1, ...), 'stop\\r')", started["job"])
+    seen = await eventually(user, "return #_G.seen == 2 and _G.seen")
+    assert seen == [["ClaudeNvimWorking", started["buf"]], ["ClaudeNvimDone", started["buf"]]]
 
 
 async def claudes_started(tmp_path: Path, count: int) -> list[dict]:
@@ -224,7 +258,7 @@ async def test_several_claudes_take_turns_in_the_claude_window(user, claude_dir)
     assert two["current"] == two["claudes"][1]["buf"] and await mode(user) == "t"
     assert two["bufs"] == one["bufs"] + 1  # naming it left no buffer behind
     first, second = await claudes_started(claude_dir, 2)
-    assert second["argv"][2:] == ["--two"] and alive(first["pid"]) and alive(second["pid"])
+    assert second["argv"][4:] == ["--two"] and alive(first["pid"]) and alive(second["pid"])
     both = "local s = require('claude_nvim').status() return s:find('2') and s"
     assert await eventually(user, both) == "Claude \N{MULTIPLICATION SIGN}2"
     assert await user.exec_lua("return vim.fn.getcompletion('ClaudeNvimSwitch ', 'cmdline')"
@@ -662,8 +696,10 @@ async def test_after_a_diff_the_cursor_is_back_in_claude_pinned_there(user, clau
         await user.request("nvim_command", f"edit {path}")
     await user.request("nvim_command", "ClaudeNvimFocus")  # to the file
     await user.request("nvim_command", "ClaudeNvimFocus")  # and back: no second Claude window
-    now = await user.exec_lua(WINDOWS_NOW)
-    assert now["win"] == claude and now["wins"] == 2 and now["mode"] == "t"
+    # :startinsert takes effect when Neovim next waits for input.
+    now = await eventually(user, f"local w = (function() {WINDOWS_NOW} end)()\n"
+                                 "return w.mode == 't' and w")
+    assert now["win"] == claude and now["wins"] == 2
 
 
 async def test_the_file_window_the_user_was_in_last_is_the_active_editor(user, claude_dir):
