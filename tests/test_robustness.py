@@ -270,7 +270,7 @@ async def test_clients_resetting_mid_handshake_do_not_take_the_server_down(app):
 
 
 async def test_a_client_that_stops_reading_is_dropped_and_blocks_nobody(
-        nvim_address, nvim, tmp_path):
+        nvim_address, nvim, tmp_path, caplog):
     # 24 MB of selection: more than the socket buffers hold, so a reply to a client that
     # does not read cannot be sent whole.
     big = tmp_path / "big.txt"
@@ -291,7 +291,11 @@ async def test_a_client_that_stops_reading_is_dropped_and_blocks_nobody(
             with trio.fail_after(15):
                 answer = await client.call_json("getCurrentSelection")
             assert len(answer["text"]) == 300000 * 80 - 1
-        # The stuck client was dropped: reading now drains what the socket held, then ends.
+        # Its answers fill the socket's buffers (tens of MB on loopback), and it is dropped.
+        with trio.fail_after(10):
+            while not any("took nothing" in r.getMessage() for r in caplog.records):
+                await trio.sleep(0.05)
+        # Reading now drains what the socket held, then ends.
         with trio.fail_after(10):
             while await stuck.receive_some(1 << 20):
                 pass
