@@ -250,6 +250,21 @@ async def handed_over(path: Path) -> AsyncIterator[Callable[[], Awaitable[trio.S
         yield receive
 
 
+async def claude_in_a_terminal(nvim, port: int, receive, tmp_path: Path, name: str):
+    """A :terminal whose job holds a connection to the server, as a claude does, and hands it
+    to the test (``receive``, from :func:`handed_over` on ``tmp_path / "hand"``): (window,
+    buffer, job pid, the connection)."""
+    script = tmp_path / f"{name}.py"
+    script.write_text(f"import sys, time\nsys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+                      "from helpers import hand_over\n"
+                      f"kept = hand_over({port}, {str(tmp_path / 'hand')!r})\ntime.sleep(600)\n")
+    await nvim.request("nvim_command", f"botright split | terminal {sys.executable} {script}")
+    window, buffer, pid = await nvim.exec_lua(
+        "return {vim.api.nvim_get_current_win(), vim.api.nvim_get_current_buf(),"
+        " vim.b.terminal_job_pid}")
+    return window, buffer, pid, await receive()
+
+
 # Claude Code's hooks, as claude 2.1.331 runs them (/work/notes/cli_findings.md §1): for each
 # event, every hook group whose matcher fits the tool; an `mcp_tool` hook on the server "ide"
 # is a tools/call (no _meta) on the IDE connection, with `input`'s strings interpolated from

@@ -7,13 +7,12 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 import trio
 
 from claude_nvim.testing import mcp_client, running_app
-from helpers import handed_over, messages
+from helpers import claude_in_a_terminal, handed_over, messages
 
 CLAUDE_NVIM = [sys.executable, "-m", "claude_nvim"]
 
@@ -107,20 +106,6 @@ async def test_neovim_knows_how_many_claudes_listen(app, client, nvim, tmp_path)
     await clients_become(1)  # one of two went away
     said = await nvim.exec_lua("return _G.said")  # perhaps "ClaudeNvimConnected 1" first
     assert said[-2:] == ["ClaudeNvimConnected 2", "ClaudeNvimDisconnected 1"]
-
-
-async def claude_in_a_terminal(nvim, port, receive, tmp_path, name):
-    """A :terminal whose job holds a connection to the server, as a claude does, and hands it
-    to the test: (window, buffer, job pid, the connection)."""
-    script = tmp_path / f"{name}.py"
-    script.write_text(f"import sys, time\nsys.path.insert(0, {str(Path(__file__).parent)!r})\n"
-                      "from helpers import hand_over\n"
-                      f"kept = hand_over({port}, {str(tmp_path / 'hand')!r})\ntime.sleep(600)\n")
-    await nvim.request("nvim_command", f"botright split | terminal {sys.executable} {script}")
-    window, buffer, pid = await nvim.exec_lua(
-        "return {vim.api.nvim_get_current_win(), vim.api.nvim_get_current_buf(),"
-        " vim.b.terminal_job_pid}")
-    return window, buffer, pid, await receive()
 
 
 async def proposal_bar(nvim, client, path):
