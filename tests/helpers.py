@@ -10,6 +10,9 @@ import json
 import logging
 import os
 import re
+import socket
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -212,6 +215,54 @@ def session() -> McpSession:
                            BigReads(), Replies(), Hooks())
 
     return McpSession(ConnectionInfo(1), TOOLS, context)
+
+
+# A connection a process in a Neovim terminal holds (as a claude holds its own), handed to the test
+
+
+def hand_over(port: int, to: str) -> socket.socket:
+    """Open a TCP connection to the server on ``port``, hand it to the test listening on the
+    Unix socket ``to`` (:func:`handed_over`), and return it: the process that calls this (a
+    stand-in claude in a Neovim terminal) holds it too, as a claude holds its own."""
+    tcp = socket.create_connection(("127.0.0.1", port))
+    with socket.socket(socket.AF_UNIX) as unix:
+        unix.connect(to)
+        socket.send_fds(unix, [b"c"], [tcp.fileno()])
+    return tcp
+
+
+@contextlib.asynccontextmanager
+async def handed_over(path: Path) -> AsyncIterator[Callable[[], Awaitable[trio.SocketStream]]]:
+    """Listen on the Unix socket ``path``; yields a function that waits for the next connection
+    ``hand_over`` sends there and returns it as a stream."""
+    listener = trio.socket.socket(socket.AF_UNIX)
+    await listener.bind(str(path))
+    listener.listen()
+
+    async def receive() -> trio.SocketStream:
+        conn, _ = await listener.accept()
+        with conn:
+            _, ancillary, _, _ = await conn.recvmsg(1, socket.CMSG_SPACE(4))
+        fd = int.from_bytes(ancillary[0][2][:4], sys.byteorder)
+        return trio.SocketStream(trio.socket.from_stdlib_socket(socket.socket(fileno=fd)))
+
+    with listener:
+        yield receive
+
+
+async def claude_in_a_terminal(nvim, port: int, receive, tmp_path: Path, name: str):
+    """A :terminal whose job holds a connection to the server, as a claude does, and hands it
+    to the test (``receive``, from :func:`handed_over` on ``tmp_path / "hand"``): (window,
+    buffer, job pid, the connection)."""
+    script = tmp_path / f"{name}.py"
+    script.write_text(f"import sys, time\nsys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+                      "from helpers import hand_over\n"
+                      f"kept = hand_over({port}, {str(tmp_path / 'hand')!r})\ntime.sleep(600)\n")
+    await nvim.request("nvim_command", f"botright split | terminal {sys.executable} {script}")
+    window, buffer, pid = await nvim.exec_lua(
+        "return {vim.api.nvim_get_current_win(), vim.api.nvim_get_current_buf(),"
+        " vim.b.terminal_job_pid}")
+    return window, buffer, pid, await receive()
 
 
 # Claude Code's hooks, as claude 2.1.331 runs them (/work/notes/cli_findings.md §1): for each

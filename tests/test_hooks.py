@@ -5,13 +5,20 @@ does (helpers.HookedClaude) over real WebSockets, against a real Neovim."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 import trio
 
 from claude_nvim._hooks import TIMEOUT_SECONDS, TOOL
 from claude_nvim.testing import McpError, mcp_client
-from helpers import HookedClaude, eventually, published_settings
+from helpers import (
+    HookedClaude,
+    claude_in_a_terminal,
+    eventually,
+    handed_over,
+    published_settings,
+)
 
 # What Neovim's User autocmds saw, in order: {event, data}.
 RECORD_EVENTS = """
@@ -69,7 +76,7 @@ async def test_bad_hook_arguments_are_an_error_result(client):
 async def test_a_claudes_state_follows_its_hooks(app, client, nvim, tmp_path):
     await nvim.exec_lua(RECORD_EVENTS)
     (entry,) = await listed(nvim)
-    assert entry["state"] == "unknown" and entry["pid"] == 4242 and "terminal" not in entry
+    assert entry["state"] == "unknown" and entry["pid"] == os.getpid() and "terminal" not in entry
     claude = HookedClaude(client, published_settings(app.claude_args), tmp_path)
     path = tmp_path / "a.py"
     path.write_text("one\ntwo\n")
@@ -104,15 +111,17 @@ async def test_a_claudes_state_follows_its_hooks(app, client, nvim, tmp_path):
 
 async def test_each_claude_has_its_own_state_and_a_claude_in_a_terminal_its_buffer(
         app, nvim, tmp_path):
-    # A terminal running a process that stands for claude: the Claude connecting with its
-    # pid runs in that terminal.
-    term = await nvim.exec_lua("vim.cmd('terminal sleep 60'); return {vim.fn.bufnr(), "
-                               "vim.fn.jobpid(vim.b.terminal_job_id)}")
+    # A terminal running a process that stands for claude (it holds its connection): the
+    # Claude connecting with its pid runs in that terminal.
+    async with handed_over(tmp_path / "hand") as receive:
+        _, buffer, pid, stream = await claude_in_a_terminal(nvim, app.port, receive, tmp_path,
+                                                            "claude")
     settings = published_settings(app.claude_args)
-    async with mcp_client(app.port, app.token, pid=term[1]) as first, \
+    async with mcp_client(app.port, app.token, pid=pid, stream=stream) as first, \
             mcp_client(app.port, app.token, pid=999999) as second:
         one, two = await listed(nvim, 2)
-        assert one["terminal"] == term[0] and "terminal" not in two
+        assert one["terminal"] == buffer and "terminal" not in two
+        assert one["pid"] == pid and "pid" not in two  # 999999 holds no connection
         await HookedClaude(second, settings, tmp_path).prompt("Go.")
         one, two = await eventually(
             nvim, f"local c = {CLAUDES}; return c[2].state == 'working' and c")

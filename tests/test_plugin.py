@@ -20,7 +20,7 @@ from claude_nvim._errors import EditorError
 from claude_nvim._mentions.claudes import parent_pid
 from claude_nvim._nvim.headless import find_nvim, headless_nvim
 from claude_nvim.testing import attached_editor, mcp_client, running_app
-from helpers import PendingDiff, diff_args, eventually, mode
+from helpers import PendingDiff, diff_args, eventually, handed_over, mode
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = ["ClaudeNvim", "ClaudeNvimNew", "ClaudeNvimSwitch", "ClaudeNvimFocus",
@@ -30,23 +30,30 @@ COMMANDS = ["ClaudeNvim", "ClaudeNvimNew", "ClaudeNvimSwitch", "ClaudeNvimFocus"
 # A stand-in for `claude`: connects to the server named by its environment (as claude does),
 # records its pid (each one's: started.jsonl) and every @-mention it gets (each one's:
 # mentions-PID.jsonl), runs the hooks of its --settings as claude does when "prompt TEXT" or
-# "stop" is typed into it (helpers.HookedClaude), and exits when "exit" is typed.
+# "stop" is typed into it (helpers.HookedClaude), and exits when "exit" is typed. "hand over
+# PATH" typed into it opens one more connection and hands it to the test listening on PATH
+# (helpers.handed_over): the test speaks through it as this Claude.
 FAKE_CLAUDE = """\
 #!{python}
 import json, os, queue, sys, threading, trio
 sys.path.insert(0, {tests!r})
 from claude_nvim.testing import mcp_client
-from helpers import HookedClaude
+from helpers import HookedClaude, hand_over
 out = {out!r}
 with open(out + "/started.json", "w") as f:
     json.dump({{"pid": os.getpid(), "argv": sys.argv[1:]}}, f)
 with open(out + "/started.jsonl", "a") as f:
     f.write(json.dumps({{"pid": os.getpid(), "argv": sys.argv[1:]}}) + "\\n")
 lines = queue.Queue()
+kept = []
 def typed():
     for line in sys.stdin:
         if line.strip() == "exit":
             os._exit(0)
+        if line.startswith("hand over "):
+            port = int(os.environ["CLAUDE_CODE_SSE_PORT"])
+            kept.append(hand_over(port, line[len("hand over "):].strip()))
+            continue
         lines.put(line.strip())
 threading.Thread(target=typed, daemon=True).start()
 async def hooks(client):
@@ -765,8 +772,15 @@ async def test_with_two_claudes_the_diff_window_bar_is_whole(user, claude_dir):
     server = await eventually(user, "local s = require('claude_nvim').server()\n"
                                     "return s and s.claude and (s.clients or 0) >= 2 and s.port")
     token = json.loads((claude_dir / "cfg" / "ide" / f"{server}.lock").read_text())["authToken"]
-    # Claude 2 proposes (a client that says it is Claude 2's process), in a 120-column UI.
-    async with mcp_client(server, token, pid=second) as client, \
+    # Claude 2 proposes (through a connection Claude 2's process holds), in a 120-column UI.
+    job = await user.exec_lua("for _, b in ipairs(vim.api.nvim_list_bufs()) do\n"
+                              "  if vim.b[b].claude_nvim_terminal == 2 then\n"
+                              "    return vim.bo[b].channel end end")
+    async with handed_over(claude_dir / "hand") as receive:
+        await user.exec_lua("vim.fn.chansend(select(1, ...), select(2, ...))", job,
+                            f"hand over {claude_dir / 'hand'}\r")
+        stream = await receive()
+    async with mcp_client(server, token, pid=second, stream=stream) as client, \
             trio.open_nursery() as nursery:
         await eventually(user, "return vim.g.claude_nvim_server.clients == 3")  # it is known
         nursery.start_soon(PendingDiff(client, diff_args(path, "new\n")).run)

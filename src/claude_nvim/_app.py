@@ -60,6 +60,8 @@ FIRST_PUSH_DELAY = 0.5
 """Seconds after a client's first tools/list before its first notification: the CLI drops
 notifications that arrive before it has registered its handlers."""
 PING_INTERVAL, PONG_TIMEOUT = 30.0, 60.0
+PROOF = {True: "holds the connection", False: "does not hold the connection", None: "unproven"}
+"""What the server's log says of a Claude's pid (:func:`~._mentions.claudes.holds_socket`)."""
 CLIENT_VERSION = dict(zip(("major", "minor", "patch"), map(int, re.findall(r"\d+", VERSION)),
                           strict=False))
 """The package version as nvim_set_client_info takes it: "0.1.0" is major 0, minor 1, patch 0."""
@@ -311,15 +313,16 @@ class App:
 
     async def _answer(self, ws: Connection, session: McpSession, message: str | bytes,
                       scope: trio.CancelScope) -> None:
-        with self.big_reads.answering():
+        with self.big_reads.answering(ws) as answer:
             reply = await session.handle(message, scope)
             if reply is not None:
-                await self._send(ws, reply)
+                # Holding the big-read slot, it had room before the read: it must not wait now.
+                await self._send(ws, reply, wait=not answer.holds_slot)
 
-    async def _send(self, ws: Connection, message: JSON) -> bool:
+    async def _send(self, ws: Connection, message: JSON, *, wait: bool = True) -> bool:
         """Send one message; ``False`` when the connection is gone (normal life) or dropped."""
         try:
-            await ws.send(jsontext.dumps(message))
+            await ws.send(jsontext.dumps(message), wait=wait)
         except ConnectionClosed:
             return False
         return True
@@ -329,10 +332,14 @@ class App:
         await session.tools_listed.wait()
         await trio.sleep(FIRST_PUSH_DELAY)
         send = partial(self._send, ws)
-        claude = await self._identify(session.connection)
+        claude, keeper = await self._identify(session.connection, ws)
         try:
             with self.outboxes.open(claude) as inbox:
                 async with trio.open_nursery() as nursery:
+                    if keeper is not None:
+                        nursery.start_soon(self._tell, f"two Claudes claim one terminal: "
+                                           f"{keeper.label()} keeps it; the other is "
+                                           f"{claude.label()}", "WARN")
                     nursery.start_soon(self._tell_clients, True)
                     for feature in self.features:
                         nursery.start_soon(feature.push, send)
@@ -344,8 +351,11 @@ class App:
             with trio.CancelScope(shield=True):
                 await self._tell_clients(False)
 
-    async def _identify(self, connection: ConnectionInfo) -> Claude:
-        """The Claude on ``connection``, with the Neovim terminal it runs in if any."""
+    async def _identify(self, connection: ConnectionInfo, ws: Connection
+                        ) -> tuple[Claude, Claude | None]:
+        """The Claude on ``connection``, with the Neovim terminal it runs in if any; and the
+        Claude that keeps that terminal when this one claims it without proof (it then runs
+        in none)."""
         terminals: list[Terminal] = []
         if connection.client_pid is not None:
             with contextlib.suppress(Exception):
@@ -354,16 +364,29 @@ class App:
                                       str(t.get("label") or ""))
                              for t in found if isinstance(t, dict)
                              and isinstance(t.get("buf"), int) and isinstance(t.get("pid"), int)]
-        # In a thread: off Linux, a parent pid is a `ps` run away.
-        terminal = await trio.to_thread.run_sync(
-            self.outboxes.claudes.terminal_of, connection.client_pid, terminals)
-        claude = Claude(connection.id, connection.client_pid, terminal)
+        try:
+            client, server = ws.stream.socket.getpeername()[:2], ws.stream.socket.getsockname()[:2]
+        except OSError:  # gone already
+            client = server = None
+        # In a thread: it reads /proc (off Linux, a parent pid is a `ps` run away).
+        claudes = self.outboxes.claudes
+        claude = await trio.to_thread.run_sync(claudes.identify, connection.id,
+                                               connection.client_pid, terminals, client, server)
+        # No checkpoint from here until it is added (Outboxes.open): nobody else claims now.
+        keeper = claudes.disputed(claude)
+        if keeper is not None:
+            claude.terminal = None
+        if claude.proven is False:
+            log.warning("client %d says it is pid %s, which does not hold its connection: "
+                        "it is matched to no terminal", connection.id, connection.client_pid)
         connection.label = claude.label()
-        log.info("client %d is %s", connection.id, connection.label)
-        self.hooks.listening(connection.id, pid=connection.client_pid,
-                             terminal=terminal.buffer if terminal else None,
+        log.info("client %d is %s (pid %s: %s)", connection.id, connection.label,
+                 connection.client_pid, PROOF[claude.proven])
+        self.hooks.listening(connection.id,
+                             pid=connection.client_pid if claude.proven is not False else None,
+                             terminal=claude.terminal.buffer if claude.terminal else None,
                              label=connection.label)
-        return claude
+        return claude, keeper
 
     async def _tell_clients(self, connected: bool) -> None:
         """Tell Neovim how many Claudes listen now (statuslines, User autocmds)."""

@@ -113,8 +113,8 @@ end
 --- The user's editor window, by one rule: the current window if it is an editor, else the file
 --- window the user was in last (while the cursor is in Claude's terminal, say); nil when there
 --- is none. openFile opens files there, a diff beside Claude shows its file there,
---- getOpenEditors and getCurrentSelection take its file as the active one, and the Neovim
---- plugin goes back there from Claude.
+--- getOpenEditors and getCurrentSelection take its file as the active one, getQuickfixList
+--- reads its location list, and the Neovim plugin goes back there from Claude.
 ---@return integer|nil
 function M.editor_window()
   local win = api.nvim_get_current_win()
