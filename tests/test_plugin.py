@@ -25,15 +25,16 @@ from helpers import PendingDiff, diff_args, eventually, mode
 ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = ["ClaudeNvim", "ClaudeNvimNew", "ClaudeNvimSwitch", "ClaudeNvimFocus",
             "ClaudeNvimSend", "ClaudeNvimAdd", "ClaudeNvimDiffAccept", "ClaudeNvimDiffDeny",
-            "ClaudeNvimInstall"]
+            "ClaudeNvimReview", "ClaudeNvimRevert", "ClaudeNvimInstall"]
 
 # A stand-in for `claude`: connects to the server named by its environment (as claude does),
 # records its pid (each one's: started.jsonl) and every @-mention it gets (each one's:
-# mentions-PID.jsonl), runs the hooks of its --settings as claude does when "prompt TEXT" or
-# "stop" is typed into it (helpers.HookedClaude), and exits when "exit" is typed.
+# mentions-PID.jsonl), runs the hooks of its --settings as claude does when "prompt TEXT",
+# "edit PATH OLD NEW" (and edits the file) or "stop" is typed into it (helpers.HookedClaude),
+# and exits when "exit" is typed.
 FAKE_CLAUDE = """\
 #!{python}
-import json, os, queue, sys, threading, trio
+import json, os, pathlib, queue, sys, threading, trio
 sys.path.insert(0, {tests!r})
 from claude_nvim.testing import mcp_client
 from helpers import HookedClaude
@@ -56,6 +57,9 @@ async def hooks(client):
         line = await trio.to_thread.run_sync(lines.get, abandon_on_cancel=True)
         if line.startswith("prompt "):
             await claude.prompt(line[7:])
+        elif line.startswith("edit "):  # edit PATH OLD NEW
+            path, old, new = line[5:].split(" ")
+            await claude.edit(pathlib.Path(path), old, new)
         elif line == "stop":
             await claude.stop()
 async def main():
@@ -213,6 +217,24 @@ async def test_a_claude_the_plugin_starts_tells_its_state_through_its_hooks(user
     await user.exec_lua("vim.fn.chansend(select(1, ...), 'stop\\r')", started["job"])
     seen = await eventually(user, "return #_G.seen == 2 and _G.seen")
     assert seen == [["ClaudeNvimWorking", started["buf"]], ["ClaudeNvimDone", started["buf"]]]
+
+
+async def test_the_status_says_when_claudes_last_turn_is_to_review(user, claude_dir):
+    path = claude_dir / "a.py"
+    path.write_text("one\ntwo\n")
+    await user.request("nvim_command", f"edit {path}")
+    await user.request("nvim_command", "ClaudeNvim")
+    started = await eventually(user, TERMINAL)
+    await eventually(user, "return require('claude_nvim').status() == 'Claude'")
+    for line in ("prompt Fix it", f"edit {path} two 2", "stop"):
+        await user.exec_lua("vim.fn.chansend(select(1, ...), select(2, ...) .. '\\r')",
+                            started["job"], line)
+    await eventually(user, "return require('claude_nvim').status() == "
+                           "'Claude · 1 file to review'")
+    await user.request("nvim_input", "<C-\\><C-n>")
+    await user.request("nvim_command", "ClaudeNvimReview")
+    await eventually(user, "return #vim.api.nvim_list_tabpages() == 2")
+    assert await user.exec_lua("return require('claude_nvim').status()") == "Claude"
 
 
 async def claudes_started(tmp_path: Path, count: int) -> list[dict]:

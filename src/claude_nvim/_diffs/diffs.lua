@@ -14,11 +14,54 @@ local function announce(pattern, data)
 end
 
 -- How to show a diff: vim.g.claude_nvim_opts.diff (the Neovim plugin's opts.diff, or the user's).
+local LAYOUTS = { vertical = true, horizontal = true, inline = true }
 local function options()
   local opts = vim.g.claude_nvim_opts
   local diff = type(opts) == 'table' and type(opts.diff) == 'table' and opts.diff or {}
   return { open_in = diff.open_in == 'current' and 'current' or 'tab',
-           keep_focus = diff.keep_focus == true }
+           keep_focus = diff.keep_focus == true,
+           layout = LAYOUTS[diff.layout] and diff.layout or 'vertical' }
+end
+M.options = options
+
+-- The presentation the review of Claude's turns shares with the diffs: hunks and inline marks.
+
+-- The hunks between two lists of lines, as vim.diff's indices: { old_start, old_count,
+-- new_start, new_count }, 1-based; a start with a count of 0 is the line after which.
+function M.hunks(old, new)
+  local function text(lines) return #lines > 0 and table.concat(lines, '\n') .. '\n' or '' end
+  return vim.diff(text(old), text(new), { result_type = 'indices', algorithm = 'histogram' })
+end
+
+-- Lines added and removed by `hunks`.
+function M.counts(hunks)
+  local added, removed = 0, 0
+  for _, h in ipairs(hunks) do added, removed = added + h[4], removed + h[2] end
+  return added, removed
+end
+
+local INLINE = api.nvim_create_namespace('claude_nvim_inline')
+M.INLINE = INLINE
+
+-- Show in `buf` what `hunks` (from `old` to the buffer's lines) changed, in one buffer: the
+-- removed lines as virtual lines above where they were, the added ones highlighted.
+function M.inline(buf, old, hunks)
+  api.nvim_buf_clear_namespace(buf, INLINE, 0, -1)
+  local count = api.nvim_buf_line_count(buf)
+  for _, h in ipairs(hunks) do
+    local virt = {}
+    for i = h[1], h[1] + h[2] - 1 do virt[#virt + 1] = { { old[i] or '', 'DiffDelete' } } end
+    if #virt > 0 then  -- above the lines put in their place, else below the line before
+      local row, above = h[3] - 1, true
+      if h[4] == 0 then row, above = math.max(h[3] - 1, 0), h[3] == 0 end
+      api.nvim_buf_set_extmark(buf, INLINE, math.min(row, count - 1), 0,
+                               { virt_lines = virt, virt_lines_above = above })
+    end
+    for r = h[3], h[3] + h[4] - 1 do
+      api.nvim_buf_set_extmark(buf, INLINE, r - 1, 0, { line_hl_group = 'DiffAdd',
+                                                          priority = 50 })
+    end
+  end
 end
 
 -- A window not pinned to its buffer ('winfixbuf': a Claude window is, and a split copies it).
