@@ -25,7 +25,8 @@ from helpers import PendingDiff, diff_args, eventually, mode
 ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = ["ClaudeNvim", "ClaudeNvimNew", "ClaudeNvimSwitch", "ClaudeNvimFocus",
             "ClaudeNvimSend", "ClaudeNvimAdd", "ClaudeNvimDiffAccept", "ClaudeNvimDiffDeny",
-            "ClaudeNvimReview", "ClaudeNvimRevert", "ClaudeNvimInstall"]
+            "ClaudeNvimHunkAccept", "ClaudeNvimHunkReject", "ClaudeNvimReview",
+            "ClaudeNvimRevert", "ClaudeNvimInstall"]
 
 # A stand-in for `claude`: connects to the server named by its environment (as claude does),
 # records its pid (each one's: started.jsonl) and every @-mention it gets (each one's:
@@ -557,7 +558,13 @@ async def test_the_proposal_says_what_it_is_and_how_to_answer(user, claude_dir, 
                                           "{use_winbar = true}).str, "
                                           "#vim.api.nvim_list_tabpages()}")
         winbar, tabs = proposal[0].rstrip(), proposal[1]
-        assert winbar == ":w accepts · :q rejects · Claude's proposal for a.py"
+        counts = "+1 \N{MINUS SIGN}1 · 1 of 1 hunk"
+        whole = f":w accepts · :q rejects · Claude's proposal for a.py · {counts}"
+        width = await user.exec_lua("return vim.api.nvim_win_get_width(0)")
+        # Where it fits, all of it; else the file and the counts (the buffer's name says
+        # "a.py (Claude's proposal)").
+        assert winbar == (whole if len(whole) <= width else
+                          f":w accepts · :q rejects · a.py · {counts}")
         assert await eventually(user, "return require('claude_nvim').status()") == (
             "Claude · 1 diff")
         if open_in == "current":
@@ -793,8 +800,10 @@ async def test_with_two_claudes_the_diff_window_bar_is_whole(user, claude_dir):
         await eventually(user, "return vim.b.claude_nvim_proposal ~= nil")
         bar = await user.exec_lua("return {vim.api.nvim_eval_statusline(vim.wo.winbar, "
                                   "{use_winbar = true}).str, vim.api.nvim_win_get_width(0)}")
-        assert bar[0].rstrip() == ":w accepts · :q rejects · proposal of Claude 2 for a.py"
-        assert bar[1] <= 60  # half of the screen
+        # Half the screen: Claude 2 named shortly, the file's name cut, not the keys or counts.
+        assert bar[1] <= 60 and len(bar[0].rstrip()) <= bar[1]
+        assert bar[0].startswith(":w accepts · :q rejects · Claude 2: ")
+        assert bar[0].rstrip().endswith(" · +1 \N{MINUS SIGN}1 · 1 of 1 hunk"), bar
         await user.request("nvim_command", "ClaudeNvimDiffDeny")
 
 

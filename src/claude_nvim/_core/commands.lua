@@ -4,8 +4,9 @@
 -- any server runs, and defines them with its own way to reach one (starting it, and Claude).
 -- :ClaudeNvimSend (the selected lines, or this line) and :ClaudeNvimAdd {path} [start] [end]
 -- take what to mention here and now; claude_nvim.mentions sends it. :ClaudeNvimDiffAccept and
--- :ClaudeNvimDiffDeny give the verdict on the diff shown here (claude_nvim.diffs); :ClaudeNvimReview
--- and :ClaudeNvimRevert review Claude's turns (claude_nvim.review).
+-- :ClaudeNvimDiffDeny give the verdict on the diff shown here, :ClaudeNvimHunkAccept and
+-- :ClaudeNvimHunkReject on its hunks (claude_nvim.diffs); :ClaudeNvimReview and
+-- :ClaudeNvimRevert review Claude's turns (claude_nvim.review).
 -- Lifecycle (as the server's module): setup(opts) / stop().
 local api = vim.api
 local M = {}
@@ -22,6 +23,15 @@ local function verdict(how, name)
     return how.tell('no pending diff here', 'WARN')
   end
   diffs[name]()
+end
+
+-- Accept or reject Claude's hunks on lines `o.line1`..`o.line2` of the diff shown here.
+local function hunk(how, action, o)
+  local core, diffs = package.loaded['claude_nvim.core'], package.loaded['claude_nvim.diffs']
+  if not (type(core) == 'table' and core.live_server and core.live_server() and diffs) then
+    return how.tell('no pending diff here', 'WARN')
+  end
+  diffs.hunk(action, o.line1, o.line2)
 end
 
 -- `fn` of claude_nvim.review with `...`, while a server runs; else `nothing` is told.
@@ -55,6 +65,10 @@ local function commands(how)
       { desc = "claude-nvim: accept Claude's proposed change shown here" } },
     ClaudeNvimDiffDeny = { function() verdict(how, 'deny_current') end,
       { desc = "claude-nvim: reject Claude's proposed change shown here" } },
+    ClaudeNvimHunkAccept = { function(o) hunk(how, 'accept', o) end, { range = true,
+      desc = "claude-nvim: keep Claude's change on this line (or in the range) of the diff" } },
+    ClaudeNvimHunkReject = { function(o) hunk(how, 'reject', o) end, { range = true,
+      desc = "claude-nvim: put the old text back in the proposal, on this line (or range)" } },
     ClaudeNvimReview = { function(o)
       review(how, 'nothing to review: no claude-nvim server runs', 'review_command', o.args)
     end, { nargs = '?', complete = function() return { 'list' } end,
