@@ -29,11 +29,15 @@ M.options = options
 
 -- The presentation the review of Claude's turns shares with the diffs: hunks and inline marks.
 
--- The hunks between two lists of lines, as vim.diff's indices: { old_start, old_count,
--- new_start, new_count }, 1-based; a start with a count of 0 is the line after which.
+-- The hunks between two texts (each line ended by "\n"), as vim.diff's indices: { old_start,
+-- old_count, new_start, new_count }, 1-based; a start with a count of 0 is the line after which.
+local INDICES = { result_type = 'indices', algorithm = 'histogram' }
+function M.text_hunks(old, new) return vim.diff(old, new, INDICES) end
+
+-- The same between two lists of lines.
 function M.hunks(old, new)
   local function text(lines) return #lines > 0 and table.concat(lines, '\n') .. '\n' or '' end
-  return vim.diff(text(old), text(new), { result_type = 'indices', algorithm = 'histogram' })
+  return vim.diff(text(old), text(new), INDICES)
 end
 
 -- Lines added and removed by `hunks`.

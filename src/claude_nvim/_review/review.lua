@@ -49,25 +49,79 @@ local function file_bytes(buf)
   return text
 end
 
--- A file's bytes as lines, as Neovim reads them into `buf` (its options), or as it would read
--- a new file (nil).
-local function to_lines(data, buf)
+-- A file's bytes as the text Neovim reads from them into `buf` (its options), or into a new
+-- buffer (nil): each line ended by "\n", no BOM, in UTF-8.
+local function to_text(data, buf)
   data = nil_if_none(data)
-  if data == nil then return {} end
+  if data == nil or data == '' then return '' end
   local bo = buf and vim.bo[buf]
   local fenc = bo and bo.fileencoding or ''
   if fenc ~= '' and not fenc:match('^utf%-?8$') then data = vim.iconv(data, fenc, 'utf-8') or data end
   if data:sub(1, 3) == '\239\187\191' then data = data:sub(4) end
-  local ff = bo and bo.fileformat
-  if ff == nil then  -- as 'fileformats' "unix,dos" decides: dos when every line ends in CR LF
-    local _, lf = data:gsub('\n', '')
-    local _, crlf = data:gsub('\r\n', '')
-    ff = (lf > 0 and lf == crlf) and 'dos' or 'unix'
+  if data:find('\r', 1, true) then
+    local ff = bo and bo.fileformat
+    if ff == nil then  -- as 'fileformats' "unix,dos" decides: dos when every line ends in CR LF
+      local _, lf = data:gsub('\n', '')
+      local _, crlf = data:gsub('\r\n', '')
+      ff = (lf > 0 and lf == crlf) and 'dos' or 'unix'
+    end
+    if ff == 'dos' then
+      data = data:gsub('\r\n', '\n')
+    elseif ff == 'mac' then
+      data = data:gsub('\r', '\n')
+    end
   end
-  if ff == 'dos' then data = data:gsub('\r\n', '\n') elseif ff == 'mac' then data = data:gsub('\r', '\n') end
-  local lines = vim.split(data, '\n', { plain = true })
-  if lines[#lines] == '' then lines[#lines] = nil end
+  if data:sub(-1) ~= '\n' then data = data .. '\n' end
+  return data
+end
+
+local function split(text)  -- "a\nb\n" -> { 'a', 'b' }
+  local lines = vim.split(text, '\n', { plain = true })
+  lines[#lines] = nil
   return lines
+end
+
+-- A file's bytes as lines, as Neovim reads them into `buf` (or into a new buffer: nil).
+local function to_lines(data, buf) return split(to_text(data, buf)) end
+
+-- Line `n` of `text`.
+local function nth_line(text, n)
+  local at = 1
+  for _ = 2, n do
+    at = text:find('\n', at, true)
+    if at == nil then return nil end
+    at = at + 1
+  end
+  return text:sub(at, (text:find('\n', at, true) or (#text + 1)) - 1)
+end
+
+-- What `buf` holds, as text (each line ended by "\n").
+local function buffer_text(buf)
+  local lines = api.nvim_buf_get_lines(buf, 0, -1, false)
+  if #lines == 1 and lines[1] == '' then return '' end  -- empty (one empty line: near enough)
+  return table.concat(lines, '\n') .. '\n'
+end
+
+-- A finder of the loaded buffer of a path, for many paths at once (core.find_buffer goes
+-- through every buffer on each call).
+local function buffer_finder()
+  local by_name, by_real = {}, nil
+  for _, buf in ipairs(api.nvim_list_bufs()) do
+    local name = api.nvim_buf_get_name(buf)
+    if name ~= '' and api.nvim_buf_is_loaded(buf) then by_name[name] = by_name[name] or buf end
+  end
+  return function(path)
+    if by_name[path] then return by_name[path] end
+    if by_real == nil then  -- another name of the file (a symbolic link)
+      by_real = {}
+      for name, buf in pairs(by_name) do
+        local real = uv.fs_realpath(name)
+        if real then by_real[real] = by_real[real] or buf end
+      end
+    end
+    local real = uv.fs_realpath(path)
+    return real and by_real[real] or nil
+  end
 end
 
 -- bufsync is about to reload `buf` (core.before_reload): while a Claude may be the one who
@@ -82,12 +136,6 @@ end
 function M.forget_reported() reported = {} end
 
 -- Hunks ---------------------------------------------------------------------------------------
-
-local function same(a, b)
-  if #a ~= #b then return false end
-  for i = 1, #a do if a[i] ~= b[i] then return false end end
-  return true
-end
 
 local function slice(lines, first, count)
   return vim.list_slice(lines, first, first + count - 1)
@@ -117,18 +165,27 @@ local function locate(start, count, moved)
   return start + shift
 end
 
--- A changed file of a turn, as the review shows it: its lines before and after the turn, the
--- buffer that holds it now (if loaded), and the turn's hunks with where they are now.
+-- A changed file of a turn, as the review shows it: its texts before and after the turn and
+-- now (its buffer's, if loaded), and the turn's hunks with where they are now. Its lines
+-- (file.before, file.after, file.now) are split from the texts when first asked for.
+local LINES = { before = true, after = true, now = true }
+local File = { __index = function(file, key)
+  if not LINES[key] then return nil end
+  local lines = split(file.texts[key])
+  rawset(file, key, lines)
+  return lines
+end }
+
 local function prepare(change, buf)
-  local file = { path = change.path, created = nil_if_none(change.before) == nil,
-                 deleted = nil_if_none(change.after) == nil, buf = buf }
-  file.before = to_lines(change.before, buf)
-  file.after = to_lines(change.after, buf)
-  file.now = buf and api.nvim_buf_get_lines(buf, 0, -1, false) or file.after
-  if buf and #file.now == 1 and file.now[1] == '' and #file.after == 0 then file.now = {} end
-  local moved = same(file.now, file.after) and {} or diffs.hunks(file.after, file.now)
+  local file = setmetatable({ path = change.path, created = nil_if_none(change.before) == nil,
+                              deleted = nil_if_none(change.after) == nil, buf = buf,
+                              change = change }, File)
+  local before, after = to_text(change.before, buf), to_text(change.after, buf)
+  local now = buf and buffer_text(buf) or after
+  file.texts = { before = before, after = after, now = now }
+  local moved = now == after and {} or diffs.text_hunks(after, now)
   file.hunks = {}
-  for _, h in ipairs(diffs.hunks(file.before, file.after)) do
+  for _, h in ipairs(diffs.text_hunks(before, after)) do
     local at = locate(h[3], h[4], moved)
     file.hunks[#file.hunks + 1] = { old = h[1], old_count = h[2], start = at or h[3],
                                     count = h[4], stale = at == nil }
@@ -137,7 +194,8 @@ local function prepare(change, buf)
 end
 
 local function hunk_text(file, h)
-  local line = h.count > 0 and file.now[h.start] or file.before[h.old]
+  local line = h.count > 0 and nth_line(file.texts.now, h.start)
+    or nth_line(file.texts.before, h.old)
   line = vim.trim(line or '')
   return ('+%d −%d%s%s'):format(h.count, h.old_count, h.stale and ' (changed since)' or '',
                                line ~= '' and '  ' .. line or '')
@@ -245,7 +303,6 @@ local function present(i)
   if loaded == nil then return tell(why, 'WARN') end
   vim.bo[loaded].buflisted = true
   file = prepare(file.change, loaded)
-  file.change = v.files[i].change
   v.files[i] = file
   v.presenting = true
   if api.nvim_win_get_buf(v.main) ~= loaded then api.nvim_win_set_buf(v.main, loaded) end
@@ -291,11 +348,10 @@ end
 -- too_big): its files in a tab, its hunks in the quickfix list.
 function M.show(turn)
   close_view(true)
-  local items, files = {}, {}
+  local items, files, find = {}, {}, buffer_finder()
   for _, change in ipairs(turn.changes) do
-    local buf = core.find_buffer({ change.path })
-    local file = prepare(change, buf and api.nvim_buf_is_loaded(buf) and buf or nil)
-    file.change = change
+    local buf = find(change.path)
+    local file = prepare(change, buf)
     files[#files + 1] = file
     for _, h in ipairs(file.hunks) do
       items[#items + 1] = { filename = file.path, lnum = math.max(h.start, 1),
