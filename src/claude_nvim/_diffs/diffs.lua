@@ -6,6 +6,7 @@
 -- text goes back in the proposal); the window bar counts what is left.
 -- Lifecycle: setup(opts) / stop(); opts (from DiffsFeature, beside it): event.
 local api = vim.api
+local uv = vim.uv or vim.loop
 local core = require('claude_nvim.core')
 local M = {}
 local EVENT  -- set by M.setup, from DiffsFeature
@@ -34,10 +35,21 @@ M.options = options
 local INDICES = { result_type = 'indices', algorithm = 'histogram' }
 function M.text_hunks(old, new) return vim.diff(old, new, INDICES) end
 
--- The same between two lists of lines.
+-- The same between two lists of lines. The lines both start and end with are set aside first
+-- (Lua compares equal strings at once): a 100,000-line file with a few changes is diffed in a
+-- few milliseconds, not joined into texts of megabytes.
 function M.hunks(old, new)
-  local function text(lines) return #lines > 0 and table.concat(lines, '\n') .. '\n' or '' end
-  return vim.diff(text(old), text(new), INDICES)
+  local n, m, head, tail = #old, #new, 0, 0
+  while head < n and head < m and old[head + 1] == new[head + 1] do head = head + 1 end
+  while tail < n - head and tail < m - head and old[n - tail] == new[m - tail] do
+    tail = tail + 1
+  end
+  local function text(lines, last)
+    return last > head and table.concat(lines, '\n', head + 1, last) .. '\n' or ''
+  end
+  local hunks = vim.diff(text(old, n - tail), text(new, m - tail), INDICES)
+  for _, h in ipairs(hunks) do h[1], h[3] = h[1] + head, h[3] + head end
+  return hunks
 end
 
 -- Lines added and removed by `hunks`.
@@ -144,12 +156,12 @@ end
 
 local function escape(s) return (s:gsub('%%', '%%%%')) end
 
--- The proposal's window bar: how to answer, whose proposal for which file, and what is left to
--- decide (`+12 −3 · 2 of 4 hunks`), fitted to the window (a narrow one names the Claude
--- shortly, then cuts the file's name, never the keys or the counts). Inline, the marks too.
-local function refresh(d)
+-- Count what is left to decide in diff `d` (`new`: the proposal's lines, if at hand): its
+-- hunks not accepted, and the lines they add and remove. Inline, the marks too.
+local function count(d, new)
   if d.resolved or not api.nvim_buf_is_valid(d.proposal) then return end
-  local old, new = old_lines(d), api.nvim_buf_get_lines(d.proposal, 0, -1, false)
+  local old = old_lines(d)
+  new = new or api.nvim_buf_get_lines(d.proposal, 0, -1, false)
   local hunks = M.hunks(old, new)
   d.total = math.max(d.total or 0, #hunks)
   local left, added, removed = 0, 0, 0
@@ -158,20 +170,42 @@ local function refresh(d)
       left, added, removed = left + 1, added + h[4], removed + h[2]
     end
   end
+  d.counts = ('+%d −%d · %d of %d hunk%s'):format(added, removed, left, d.total,
+                                                  d.total == 1 and '' or 's')
   if d.layout == 'inline' then M.inline(d.proposal, old, hunks) end
-  if not api.nvim_win_is_valid(d.right) then return end
-  local counts = ('+%d −%d · %d of %d hunk%s'):format(added, removed, left, d.total,
-                                                      d.total == 1 and '' or 's')
+end
+
+-- The proposal's window bar: how to answer, whose proposal for which file, and what is left to
+-- decide (`+12 −3 · 2 of 4 hunks`), fitted to the window (a narrow one names the Claude
+-- shortly, then cuts the file's name, never the keys or the counts).
+local function bar(d)
+  if d.resolved or not api.nvim_win_is_valid(d.right) then return end
   local keys, file = ':w accepts · :q rejects · ', (d.unsaved and 'unsaved ' or '') .. d.name
     .. (d.scratch and ' (new file)' or '')
+  local tail = file .. ' · ' .. (d.counts or '')
   local long = d.whose .. ' for '
-  local short = d.by and (d.by .. ': ') or ''
-  local width = api.nvim_win_get_width(d.right)
-  local text = escape(keys .. long) .. '%<' .. escape(file .. ' · ' .. counts)
-  if vim.fn.strdisplaywidth(keys .. long .. file .. ' · ' .. counts) > width then
-    text = escape(keys .. short) .. '%<' .. escape(file .. ' · ' .. counts)
+  local text = escape(keys .. long) .. '%<' .. escape(tail)
+  if vim.fn.strdisplaywidth(keys .. long .. tail) > api.nvim_win_get_width(d.right) then
+    text = escape(keys .. (d.by and (d.by .. ': ') or '')) .. '%<' .. escape(tail)
   end
   vim.wo[d.right].winbar = text
+end
+
+local function refresh(d, new)
+  count(d, new)
+  bar(d)
+end
+
+-- Count again once the user paused editing the proposal (a count reads both texts whole).
+local RECOUNT_MS = 150
+local function recount_soon(id)
+  local d = diffs[id]
+  if d == nil then return end
+  d.timer = d.timer or uv.new_timer()
+  d.timer:stop()
+  d.timer:start(RECOUNT_MS, 0, vim.schedule_wrap(core.guard(function()
+    if diffs[id] == d then refresh(d) end
+  end)))
 end
 
 -- The pending diff shown in the current window: its id, record, and which side the cursor is
@@ -318,12 +352,12 @@ function M.open(id, candidates, lines, tab_name, by)
                   or nil, layout = how.layout, accepted = {}, by = by,
                 name = vim.fn.fnamemodify(path, ':~:.'),
                 whose = by and ('proposal of ' .. by) or "Claude's proposal" }
-  refresh(diffs[id])
+  refresh(diffs[id], lines)
   -- The window bar and the inline marks follow the proposal's text and the window's width.
   api.nvim_create_autocmd({ 'TextChanged', 'InsertLeave' }, { group = group, buffer = prop,
-    callback = core.guard(function() if diffs[id] then refresh(diffs[id]) end end) })
+    callback = function() recount_soon(id) end })
   api.nvim_create_autocmd({ 'WinResized', 'VimResized' }, { group = group,
-    callback = core.guard(function() if diffs[id] then refresh(diffs[id]) end end) })
+    callback = core.guard(function() if diffs[id] then bar(diffs[id]) end end) })
   api.nvim_create_autocmd('BufWriteCmd', { group = group, buffer = prop,
     callback = core.guard(function() resolve(id, 'accepted') end) })
   api.nvim_create_autocmd({ 'BufWipeout', 'BufUnload', 'BufDelete' }, { group = group,
@@ -368,6 +402,10 @@ function M.close(id)
   if d == nil then return false end
   diffs[id] = nil
   d.resolved = true
+  if d.timer then
+    d.timer:stop()
+    d.timer:close()
+  end
   pcall(api.nvim_del_augroup_by_id, d.group)
   local back = user_in(d) and d.from or nil
   if not d.in_tab then
