@@ -115,8 +115,9 @@ class ReviewFeature(Feature):
             turn.label = self._label_of(turn.claude) or turn.label
         return turn
 
-    async def _finish(self, claude: int | None) -> None:
-        """End ``claude``'s open turn: its files as they are now, then Neovim is told."""
+    async def _finish(self, claude: int | None, *, reviewed: bool = False) -> None:
+        """End ``claude``'s open turn: its files as they are now, then Neovim is told (unless
+        it ends as the user reviews it)."""
         turn = self.turns.current(claude)
         if turn is None:
             return
@@ -126,7 +127,7 @@ class ReviewFeature(Feature):
             self.turns.written(turn, key, after if ok else None)
         recorded = self.turns.end(claude)
         self._forget_reported()
-        if recorded is not None and self._nursery is not None:
+        if recorded is not None and self._nursery is not None and not reviewed:
             self._nursery.start_soon(self._mark, recorded)
 
     def _forget_reported(self) -> None:
@@ -213,7 +214,7 @@ class ReviewFeature(Feature):
             await editor.call_lua(MODULE, "none", number)
             return
         if turn.claude is None and turn.open:
-            await self._finish(None)  # reviewed: later changes make a new turn
+            await self._finish(None, reviewed=True)  # later changes make a new turn
         elif turn.open:
             for key, change in list(turn.files.items()):  # as far as it got
                 after, ok = await self._read(change.path)
