@@ -22,7 +22,8 @@ command('ClaudeNvimInstall', function() plugin().install() end,
   { desc = 'claude-nvim: (re)install its Python part privately, under stdpath("data")' })
 
 -- The commands a server offers (:ClaudeNvimSend, :ClaudeNvimAdd, :ClaudeNvimDiffAccept,
--- :ClaudeNvimDiffDeny) are defined once, in the server's Lua in this checkout; here with the
+-- :ClaudeNvimDiffDeny, :ClaudeNvimHunkAccept, :ClaudeNvimHunkReject, :ClaudeNvimReview,
+-- :ClaudeNvimRevert) are defined once, in the server's Lua in this checkout; here with the
 -- plugin's way to reach a server: start one (and Claude) when none runs.
 local root = vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':p:h:h')
 dofile(root .. '/src/claude_nvim/_core/commands.lua').define({

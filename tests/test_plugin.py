@@ -25,17 +25,19 @@ from helpers import PendingDiff, diff_args, eventually, handed_over, mode
 ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = ["ClaudeNvim", "ClaudeNvimNew", "ClaudeNvimSwitch", "ClaudeNvimFocus",
             "ClaudeNvimSend", "ClaudeNvimAdd", "ClaudeNvimDiffAccept", "ClaudeNvimDiffDeny",
-            "ClaudeNvimInstall"]
+            "ClaudeNvimHunkAccept", "ClaudeNvimHunkReject", "ClaudeNvimReview",
+            "ClaudeNvimRevert", "ClaudeNvimInstall"]
 
 # A stand-in for `claude`: connects to the server named by its environment (as claude does),
 # records its pid (each one's: started.jsonl) and every @-mention it gets (each one's:
-# mentions-PID.jsonl), runs the hooks of its --settings as claude does when "prompt TEXT" or
-# "stop" is typed into it (helpers.HookedClaude), and exits when "exit" is typed. "hand over
-# PATH" typed into it opens one more connection and hands it to the test listening on PATH
-# (helpers.handed_over): the test speaks through it as this Claude.
+# mentions-PID.jsonl), runs the hooks of its --settings as claude does when "prompt TEXT",
+# "edit PATH OLD NEW" (and edits the file) or "stop" is typed into it (helpers.HookedClaude),
+# and exits when "exit" is typed. "hand over PATH" typed into it opens one more connection and
+# hands it to the test listening on PATH (helpers.handed_over): the test speaks through it as
+# this Claude.
 FAKE_CLAUDE = """\
 #!{python}
-import json, os, queue, sys, threading, trio
+import json, os, pathlib, queue, sys, threading, trio
 sys.path.insert(0, {tests!r})
 from claude_nvim.testing import mcp_client
 from helpers import HookedClaude, hand_over
@@ -63,6 +65,9 @@ async def hooks(client):
         line = await trio.to_thread.run_sync(lines.get, abandon_on_cancel=True)
         if line.startswith("prompt "):
             await claude.prompt(line[7:])
+        elif line.startswith("edit "):  # edit PATH OLD NEW
+            path, old, new = line[5:].split(" ")
+            await claude.edit(pathlib.Path(path), old, new)
         elif line == "stop":
             await claude.stop()
 async def main():
@@ -220,6 +225,24 @@ async def test_a_claude_the_plugin_starts_tells_its_state_through_its_hooks(user
     await user.exec_lua("vim.fn.chansend(select(1, ...), 'stop\\r')", started["job"])
     seen = await eventually(user, "return #_G.seen == 2 and _G.seen")
     assert seen == [["ClaudeNvimWorking", started["buf"]], ["ClaudeNvimDone", started["buf"]]]
+
+
+async def test_the_status_says_when_claudes_last_turn_is_to_review(user, claude_dir):
+    path = claude_dir / "a.py"
+    path.write_text("one\ntwo\n")
+    await user.request("nvim_command", f"edit {path}")
+    await user.request("nvim_command", "ClaudeNvim")
+    started = await eventually(user, TERMINAL)
+    await eventually(user, "return require('claude_nvim').status() == 'Claude'")
+    for line in ("prompt Fix it", f"edit {path} two 2", "stop"):
+        await user.exec_lua("vim.fn.chansend(select(1, ...), select(2, ...) .. '\\r')",
+                            started["job"], line)
+    await eventually(user, "return require('claude_nvim').status() == "
+                           "'Claude · 1 file to review'")
+    await user.request("nvim_input", "<C-\\><C-n>")
+    await user.request("nvim_command", "ClaudeNvimReview")
+    await eventually(user, "return #vim.api.nvim_list_tabpages() == 2")
+    assert await user.exec_lua("return require('claude_nvim').status()") == "Claude"
 
 
 async def claudes_started(tmp_path: Path, count: int) -> list[dict]:
@@ -542,7 +565,13 @@ async def test_the_proposal_says_what_it_is_and_how_to_answer(user, claude_dir, 
                                           "{use_winbar = true}).str, "
                                           "#vim.api.nvim_list_tabpages()}")
         winbar, tabs = proposal[0].rstrip(), proposal[1]
-        assert winbar == ":w accepts · :q rejects · Claude's proposal for a.py"
+        counts = "+1 \N{MINUS SIGN}1 · 1 of 1 hunk"
+        whole = f":w accepts · :q rejects · Claude's proposal for a.py · {counts}"
+        width = await user.exec_lua("return vim.api.nvim_win_get_width(0)")
+        # Where it fits, all of it; else the file and the counts (the buffer's name says
+        # "a.py (Claude's proposal)").
+        assert winbar == (whole if len(whole) <= width else
+                          f":w accepts · :q rejects · a.py · {counts}")
         assert await eventually(user, "return require('claude_nvim').status()") == (
             "Claude · 1 diff")
         if open_in == "current":
@@ -787,8 +816,10 @@ async def test_with_two_claudes_the_diff_window_bar_is_whole(user, claude_dir):
         await eventually(user, "return vim.b.claude_nvim_proposal ~= nil")
         bar = await user.exec_lua("return {vim.api.nvim_eval_statusline(vim.wo.winbar, "
                                   "{use_winbar = true}).str, vim.api.nvim_win_get_width(0)}")
-        assert bar[0].rstrip() == ":w accepts · :q rejects · proposal of Claude 2 for a.py"
-        assert bar[1] <= 60  # half of the screen
+        # Half the screen: Claude 2 named shortly, the file's name cut, not the keys or counts.
+        assert bar[1] <= 60 and len(bar[0].rstrip()) <= bar[1]
+        assert bar[0].startswith(":w accepts · :q rejects · Claude 2: ")
+        assert bar[0].rstrip().endswith(" · +1 \N{MINUS SIGN}1 · 1 of 1 hunk"), bar
         await user.request("nvim_command", "ClaudeNvimDiffDeny")
 
 

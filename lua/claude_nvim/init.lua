@@ -33,7 +33,8 @@ local defaults = {
   packages = {},  -- tool packages for the private install too (pip specs: paths, git+https://)
   start_server = 'startup',  -- 'startup': once a UI is up; 'first_use': at the first command
   terminal = { position = 'right', size = 0.4 },  -- right left bottom top float tab; <1: a share
-  diff = { open_in = 'tab', keep_focus = false },  -- open_in: 'tab' or 'current'
+  -- open_in: 'tab' or 'current'; layout: 'vertical', 'horizontal' or 'inline'
+  diff = { open_in = 'tab', keep_focus = false, layout = 'vertical' },
 }
 
 --- The options in force: the defaults with setup()'s `opts` over them.
@@ -106,7 +107,8 @@ local function ready_server()
   return info and type(info.claude) == 'table' and info or nil
 end
 
---- For statuslines: "" when no Claude is connected, else e.g. "Claude" or "Claude ×2 · 1 diff".
+--- For statuslines: "" when no Claude is connected, else e.g. "Claude" or "Claude ×2 · 1 diff",
+--- "Claude · 3 files to review" (its last turn's changes, until :ClaudeNvimReview).
 ---@return string
 function M.status()
   local info = server()
@@ -116,6 +118,10 @@ function M.status()
   local diffs = package.loaded['claude_nvim.diffs']
   local pending = type(diffs) == 'table' and diffs.pending and diffs.pending() or 0
   if pending > 0 then text = text .. ' · ' .. pending .. (pending > 1 and ' diffs' or ' diff') end
+  local review = package.loaded['claude_nvim.review']
+  local files = type(review) == 'table' and review.to_review and review.to_review() or 0
+  if files > 0 then text = text .. ' · ' .. files .. (files > 1 and ' files' or ' file')
+    .. ' to review' end
   return text
 end
 

@@ -39,6 +39,7 @@ from ._mentions.claudes import Claude, Terminal
 from ._mentions.outboxes import Outboxes
 from ._nvim import lua
 from ._nvim.editor import Editor, parse_address
+from ._review import ReviewFeature
 from ._selection import SelectionFeature
 from ._tool import JSON, ConnectionInfo, Exposure, Tool, ToolContext
 from ._wire import jsontext, websocket
@@ -71,9 +72,11 @@ def built_in(*, max_file_bytes: int, on_folders: Callable[[list[str]], None],
              diff_registry: DiffRegistry, outboxes: Outboxes, replies: Replies,
              hooks: Hooks) -> list[Feature]:
     """The features the App runs, in order: core first (the others' Lua requires it)."""
+    review = ReviewFeature(max_file_bytes, hooks.label_of)
+    hooks.listeners.append(review.on_hook)
     return [CoreFeature(max_file_bytes, on_folders), LspFeature(replies), SelectionFeature(),
             DiffsFeature(diff_registry), MentionsFeature(outboxes), CommandsFeature(),
-            BufsyncFeature(), HooksFeature(hooks)]
+            BufsyncFeature(), HooksFeature(hooks), review]
 
 
 CLAUDE_FILES: dict[str, Callable[[int, str], str]] = {

@@ -4,7 +4,9 @@
 -- any server runs, and defines them with its own way to reach one (starting it, and Claude).
 -- :ClaudeNvimSend (the selected lines, or this line) and :ClaudeNvimAdd {path} [start] [end]
 -- take what to mention here and now; claude_nvim.mentions sends it. :ClaudeNvimDiffAccept and
--- :ClaudeNvimDiffDeny give the verdict on the diff shown here (claude_nvim.diffs).
+-- :ClaudeNvimDiffDeny give the verdict on the diff shown here, :ClaudeNvimHunkAccept and
+-- :ClaudeNvimHunkReject on its hunks (claude_nvim.diffs); :ClaudeNvimReview and
+-- :ClaudeNvimRevert review Claude's turns (claude_nvim.review).
 -- Lifecycle (as the server's module): setup(opts) / stop().
 local api = vim.api
 local M = {}
@@ -21,6 +23,24 @@ local function verdict(how, name)
     return how.tell('no pending diff here', 'WARN')
   end
   diffs[name]()
+end
+
+-- Accept or reject Claude's hunks on lines `o.line1`..`o.line2` of the diff shown here.
+local function hunk(how, action, o)
+  local core, diffs = package.loaded['claude_nvim.core'], package.loaded['claude_nvim.diffs']
+  if not (type(core) == 'table' and core.live_server and core.live_server() and diffs) then
+    return how.tell('no pending diff here', 'WARN')
+  end
+  diffs.hunk(action, o.line1, o.line2)
+end
+
+-- `fn` of claude_nvim.review with `...`, while a server runs; else `nothing` is told.
+local function review(how, nothing, fn, ...)
+  local core, mod = package.loaded['claude_nvim.core'], package.loaded['claude_nvim.review']
+  if not (type(core) == 'table' and core.live_server and core.live_server() and mod) then
+    return how.tell(nothing, 'WARN')
+  end
+  mod[fn](...)
 end
 
 -- The commands: name -> {callback, options}. `how.tell(msg, level)` tells the user;
@@ -45,6 +65,18 @@ local function commands(how)
       { desc = "claude-nvim: accept Claude's proposed change shown here" } },
     ClaudeNvimDiffDeny = { function() verdict(how, 'deny_current') end,
       { desc = "claude-nvim: reject Claude's proposed change shown here" } },
+    ClaudeNvimHunkAccept = { function(o) hunk(how, 'accept', o) end, { range = true,
+      desc = "claude-nvim: keep Claude's change on this line (or in the range) of the diff" } },
+    ClaudeNvimHunkReject = { function(o) hunk(how, 'reject', o) end, { range = true,
+      desc = "claude-nvim: put the old text back in the proposal, on this line (or range)" } },
+    ClaudeNvimReview = { function(o)
+      review(how, 'nothing to review: no claude-nvim server runs', 'review_command', o.args)
+    end, { nargs = '?', complete = function() return { 'list' } end,
+           desc = "claude-nvim: review Claude's last turn (N: turn N; list: pick one)" } },
+    ClaudeNvimRevert = { function(o)
+      review(how, 'nothing to take back: no claude-nvim server runs', 'revert_command', o)
+    end, { range = true, bang = true,
+           desc = "claude-nvim: take back Claude's change here (!: the whole file)" } },
   }
 end
 

@@ -595,11 +595,19 @@ local function collect_soon()
   end)
 end
 
+-- Called with a buffer whose reload is about to change its text, if set: the review of
+-- Claude's turns keeps the text it had (claude_nvim.review).
+M.before_reload = nil
+
 -- Make `buf` (unmodified) show its file as read now, from `data` and `stat` (its fstat).
 -- Returns nil, or why it could not.
 local function reload(buf, data, stat)
   local text, read = decode(buf, data)
   if text == nil then return read end
+  if M.before_reload then
+    local ok, err = pcall(M.before_reload, buf)
+    if not ok then M.log('error', 'before_reload: ' .. tostring(err)) end
+  end
   local bo, name = vim.bo[buf], api.nvim_buf_get_name(buf)
   local modifiable, readonly = bo.modifiable, bo.readonly
   if not modifiable then bo.modifiable = true end  -- as a reload: no E21,

@@ -148,6 +148,11 @@ class Hooks:
         """Awaited in order on each hook, before claude gets its answer (a PreToolUse's
         listener may keep the file as it is before the tool writes it)."""
 
+    def label_of(self, claude_id: int) -> str:
+        """How the user knows the Claude of connection ``claude_id`` ("" before it listens)."""
+        claude = self._claudes.get(claude_id)
+        return claude.label if claude is not None else ""
+
     def entries(self) -> list[JSON]:
         return [c.entry() for c in self._claudes.values() if c.listening]
 
