@@ -14,8 +14,11 @@ command('ClaudeNvimNew', function(o) terminal().new(o.fargs) end,
   { nargs = '*', desc = 'claude-nvim: start another Claude, in the Claude window (args go to '
     .. 'claude)' })
 command('ClaudeNvimSwitch', function(o) terminal().switch(o.fargs[1]) end,
-  { nargs = '?', bar = true, complete = function() return terminal().numbers() end,
-    desc = 'claude-nvim: to Claude N, else the next, in the Claude window' })
+  { nargs = '?', bar = true,
+    complete = function() return vim.list_extend(terminal().numbers(), { 'next' }) end,
+    desc = 'claude-nvim: to Claude N (or the next), else the one picked, in the Claude window' })
+command('ClaudeNvimRename', function(o) terminal().rename(o.args) end,
+  { nargs = '?', desc = 'claude-nvim: name the current Claude (no name: by its title again)' })
 command('ClaudeNvimFocus', function() terminal().focus() end,
   { desc = 'claude-nvim: to the current Claude, or from it back' })
 command('ClaudeNvimInstall', function() plugin().install() end,

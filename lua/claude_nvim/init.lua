@@ -11,7 +11,8 @@ local defaults = {
   python = nil,   -- the Python for the private install; nil: python3.13 ... python3.11, python3
   packages = {},  -- tool packages for the private install too (pip specs: paths, git+https://)
   start_server = 'startup',  -- 'startup': once a UI is up; 'first_use': at the first command
-  terminal = { position = 'right', size = 0.4 },  -- right left bottom top float tab; <1: a share
+  terminal = { position = 'right', size = 0.4,  -- right left bottom top float tab; <1: a share
+               bar = true },  -- the Claude window's bar: the Claudes, the shown one marked
   diff = { open_in = 'tab', keep_focus = false },  -- open_in: 'tab' or 'current'
 }
 

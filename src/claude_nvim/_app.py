@@ -352,6 +352,7 @@ class App:
             self.outboxes.claudes.terminal_of, connection.client_pid, terminals)
         claude = Claude(connection.id, connection.client_pid, terminal)
         connection.label = claude.label()
+        connection.terminal = terminal.buffer if terminal else None
         log.info("client %d is %s", connection.id, connection.label)
         return claude
 

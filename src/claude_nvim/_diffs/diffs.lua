@@ -90,7 +90,7 @@ end
 
 -- Open diff `id`: a new tab with the target file (an empty scratch buffer for a new file)
 -- beside an editable proposal buffer that no :w can write to disk.
-function M.open(id, candidates, lines, tab_name, by)
+function M.open(id, candidates, lines, tab_name, by, by_terminal)
   -- The first candidate that exists on disk (it is an edit), else the first (a new file).
   local found = core.existing(candidates)
   local path, exists = found or core.absolute(candidates[1]), found ~= nil
@@ -135,9 +135,13 @@ function M.open(id, candidates, lines, tab_name, by)
   -- How to answer and what this window is, where the user looks (% is the winbar's escape;
   -- a narrow window cuts the file's name, at %<, not the keys: the status line has it too).
   local name = vim.fn.fnamemodify(path, ':~:.'):gsub('%%', '%%%%')
-  -- `by`: which Claude proposed it, named when several share this Neovim.
+  -- `by`: which Claude proposed it, named when several share this Neovim (by the label the
+  -- Neovim plugin keeps on its terminal, `by_terminal`, when there is one: its name now).
   local server = vim.g.claude_nvim_server
   local several = type(server) == 'table' and (tonumber(server.clients) or 0) > 1
+  if type(by_terminal) == 'number' and api.nvim_buf_is_valid(by_terminal) then
+    by = vim.b[by_terminal].claude_nvim_label or by
+  end
   local whose = several and type(by) == 'string' and ('proposal of ' .. by:gsub('%%', '%%%%'))
     or "Claude's proposal"
   vim.wo[right].winbar = ':w accepts · :q rejects · ' .. whose .. ' for '

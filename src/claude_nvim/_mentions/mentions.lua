@@ -22,13 +22,27 @@ local function visited(args)
   recent[MAX_RECENT + 1] = nil
 end
 
-local function send(mention)
+-- What the Neovim plugin calls each Claude it runs, by terminal buffer ("Claude 2 · fix the
+-- parser"), for the server's "sent to ..." (string keys: msgpack would make a list of it).
+local function labels()
+  local found = vim.empty_dict()
+  for _, buf in ipairs(api.nvim_list_bufs()) do
+    local label = vim.bo[buf].buftype == 'terminal' and vim.b[buf].claude_nvim_label
+    if type(label) == 'string' then found[tostring(buf)] = label end
+  end
+  return found
+end
+
+-- Send `mentions` (one, or a list of them) to one Claude.
+local function send(mentions)
   local live = {}
   for _, buf in ipairs(recent) do
     if api.nvim_buf_is_valid(buf) then live[#live + 1] = buf end
   end
   recent = live
-  if not core.notify(EVENT, mention, recent) then warn('the claude-nvim server is not running') end
+  if not core.notify(EVENT, mentions, recent, labels()) then
+    warn('the claude-nvim server is not running')
+  end
 end
 
 -- The terminal buffers running a job: {buf, pid, name, label} (a Claude's pid descends from
