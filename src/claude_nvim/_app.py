@@ -222,7 +222,8 @@ class App:
             self.claude_args += [option, str(path)]
 
     def _write_lock(self, folders: list[str]) -> None:
-        content = lockfile.lock_content(self._lock_pid, folders, self.token)
+        name = lockfile.ide_name(folders, self.lock_directory, self.port)
+        content = lockfile.lock_content(self._lock_pid, folders, self.token, name)
         self.lock_path = lockfile.write_lock(self.lock_directory, self.port, content)
 
     async def _clean_up(self) -> None:
