@@ -167,6 +167,22 @@ function M.mention(deliver)
     function(why) tell('nothing sent: ' .. why, 'WARN') end)
 end
 
+--- Send files to Claude, as :ClaudeNvimAdd does (pickers' actions use it: claude_nvim.pickers):
+--- `items` = paths, or { path = ..., line = n, end_line = m } (lines 1-based, optional).
+function M.add(items)
+  local list = {}
+  for _, item in ipairs(items) do
+    if type(item) == 'string' then item = { path = item } end
+    if type(item) == 'table' and type(item.path) == 'string' and item.path ~= '' then
+      local line = tonumber(item.line)
+      line = line and line > 0 and line or nil
+      list[#list + 1] = { item.path, line, line and (tonumber(item.end_line) or line) }
+    end
+  end
+  if #list == 0 then return tell('nothing to send', 'WARN') end
+  M.mention(function(mentions) mentions.add_all(list, 'files') end)
+end
+
 --- :ClaudeNvimInstall: (re)make the private install, without blocking Neovim.
 function M.install()
   require('claude_nvim.install').start(M.config)
