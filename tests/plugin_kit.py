@@ -21,10 +21,12 @@ ROOT = Path(__file__).resolve().parent.parent
 # A stand-in for `claude`: connects to the server named by its environment (as claude does),
 # records its pid (each one's: started.jsonl) and every @-mention it gets (each one's:
 # mentions-PID.jsonl), sets its terminal's title as claude does (OSC 0: "✳ Claude Code", and
-# whatever "title TEXT" typed into it says), and exits when "exit" is typed into it.
+# whatever "title TEXT" typed into it says), runs its editor as claude's Ctrl+G does when "edit
+# TEXT" is typed into it ($VISUAL split on spaces, +1 for nvim, on its terminal: what came back
+# in edited.json), and exits when "exit" is typed into it.
 FAKE_CLAUDE = """\
 #!{python}
-import json, os, sys, threading, trio
+import json, os, subprocess, sys, threading, trio
 from claude_nvim.testing import mcp_client
 out = {out!r}
 with open(out + "/started.json", "w") as f:
@@ -35,12 +37,24 @@ def title(text):
     sys.stdout.write("\\x1b]0;" + text + "\\x07")
     sys.stdout.flush()
 title("\\u2733 Claude Code")
+def edit(text):
+    prompt = os.path.join(out, "claude-prompt-%d.md" % os.getpid())
+    with open(prompt, "w") as f:
+        f.write(text)
+    argv = os.environ.get("VISUAL", "vi").split(" ")
+    if os.path.basename(argv[0]) in ("vi", "vim", "nvim"):
+        argv.append("+1")
+    code = subprocess.run(argv + [prompt]).returncode
+    with open(prompt) as f, open(out + "/edited.json", "w") as result:
+        json.dump({{"code": code, "text": f.read()}}, result)
 def typed():
     for line in sys.stdin:
         if line.strip() == "exit":
             os._exit(0)
         if line.startswith("title "):
             title(line[6:].strip())
+        if line.startswith("edit "):
+            edit(line[5:].strip())
 threading.Thread(target=typed, daemon=True).start()
 async def main():
     port = os.environ["CLAUDE_CODE_SSE_PORT"]

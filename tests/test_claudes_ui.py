@@ -5,7 +5,9 @@ title with an escape sequence as claude does (plugin_kit's)."""
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import trio
 
@@ -35,7 +37,17 @@ return { vim.api.nvim_eval_statusline(vim.wo[win].winbar,
            { winid = win, use_winbar = true }).str, win }"""
 
 
-async def two_claudes(user) -> list[dict]:
+async def json_file(path: Path) -> dict:
+    """The JSON in ``path``, once it is there whole."""
+    with trio.fail_after(10):
+        while True:
+            try:
+                return json.loads(path.read_text())
+            except (OSError, ValueError):
+                await trio.sleep(0.05)
+
+
+async def two_claudes(user) -> None:
     await user.request("nvim_command", "ClaudeNvim")
     await user.request("nvim_input", "<C-\\><C-n>")
     await user.request("nvim_command", "ClaudeNvimNew")
@@ -76,7 +88,7 @@ async def test_a_claude_is_named_by_its_title_or_by_the_user(user, claude_dir):
     await user.request("nvim_ui_try_resize", 200, 40)
     port = await user.exec_lua("return vim.g.claude_nvim_server.port")
     lock = claude_dir / "cfg" / "ide" / f"{port}.lock"
-    token = __import__("json").loads(lock.read_text())["authToken"]
+    token = json.loads(lock.read_text())["authToken"]
     async with mcp_client(port, token, pid=second) as client, \
             trio.open_nursery() as nursery:
         await eventually(user, "return vim.g.claude_nvim_server.clients == 3")
@@ -152,3 +164,25 @@ async def test_switch_with_several_claudes_picks_one(user, claude_dir):
     assert "next" in await user.exec_lua(
         "return vim.fn.getcompletion('ClaudeNvimSwitch ', 'cmdline')")
     assert "E5108" not in await messages(user)
+
+
+async def test_claudes_editor_opens_over_the_claude_window(user, claude_dir):
+    # claude's Ctrl+G (the stand-in's "edit"): the prompt in this Neovim, over Claude.
+    await user.request("nvim_command", "ClaudeNvim")
+    await claudes_started(claude_dir, 1)
+    claude = await eventually(user, "local i = require('claude_nvim.terminal').info()\n"
+                                    "return i and i.win")
+    await user.exec_lua(TYPE, 1, "edit fix the parser")
+    shown = await eventually(user, """
+        local win = vim.api.nvim_get_current_win()
+        local config = vim.api.nvim_win_get_config(win)
+        return config.relative ~= '' and { config.win, config.title,
+          vim.api.nvim_buf_get_lines(0, 0, -1, false) }""")
+    over, title, lines = shown
+    assert over == claude and lines == ["fix the parser"]
+    assert "Claude 1 waits" in "".join(chunk[0] for chunk in title)
+    await user.request("nvim_input", "A, please<Esc>:wq<CR>")
+    assert await json_file(claude_dir / "edited.json") == {
+        "code": 0, "text": "fix the parser, please\n"}
+    assert await eventually(user, "return vim.api.nvim_get_mode().mode == 't' and "
+                                  "vim.api.nvim_get_current_win()") == claude

@@ -14,6 +14,7 @@ local defaults = {
   terminal = { position = 'right', size = 0.4,  -- right left bottom top float tab; <1: a share
                bar = true },  -- the Claude window's bar: the Claudes, the shown one marked
   diff = { open_in = 'tab', keep_focus = false },  -- open_in: 'tab' or 'current'
+  editor = true,  -- claude's editor (Ctrl+G: the prompt; plans, memory) is this Neovim
 }
 
 M.config = vim.deepcopy(defaults)
@@ -21,7 +22,7 @@ M.config = vim.deepcopy(defaults)
 -- Publish the options the server's Lua reads (it runs without this plugin too).
 local function publish()
   vim.g.claude_nvim_opts = { diff = M.config.diff, python = M.config.python,
-                             packages = M.config.packages }
+                             packages = M.config.packages, editor = M.config.editor }
 end
 
 --- Configure the plugin (lazy.nvim calls it with the spec's `opts`).
