@@ -20,14 +20,17 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # A stand-in for `claude`: connects to the server named by its environment (as claude does),
 # records its pid (each one's: started.jsonl) and every @-mention it gets (each one's:
-# mentions-PID.jsonl), sets its terminal's title as claude does (OSC 0: "✳ Claude Code", and
-# whatever "title TEXT" typed into it says), runs its editor as claude's Ctrl+G does when "edit
-# TEXT" is typed into it ($VISUAL split on spaces, +1 for nvim, on its terminal: what came back
-# in edited.json), and exits when "exit" is typed into it.
+# mentions-PID.jsonl), sets its terminal's title as claude does (OSC 0: "✳ Claude Code"), and
+# does what is typed into it: "title TEXT" sets the title; "prompt TEXT", "permission" (a
+# permission dialog and its notification) and "stop" run the hooks of its --settings as claude
+# does (helpers.HookedClaude); "edit TEXT" runs its editor as claude's Ctrl+G does ($VISUAL
+# split on spaces, +1 for nvim, on its terminal: what came back in edited.json); "exit" ends it.
 FAKE_CLAUDE = """\
 #!{python}
-import json, os, subprocess, sys, threading, trio
+import json, os, queue, subprocess, sys, threading, trio
+sys.path.insert(0, {tests!r})
 from claude_nvim.testing import mcp_client
+from helpers import HookedClaude
 out = {out!r}
 with open(out + "/started.json", "w") as f:
     json.dump({{"pid": os.getpid(), "argv": sys.argv[1:]}}, f)
@@ -47,20 +50,37 @@ def edit(text):
     code = subprocess.run(argv + [prompt]).returncode
     with open(prompt) as f, open(out + "/edited.json", "w") as result:
         json.dump({{"code": code, "text": f.read()}}, result)
+lines = queue.Queue()
 def typed():
     for line in sys.stdin:
         if line.strip() == "exit":
             os._exit(0)
-        if line.startswith("title "):
+        elif line.startswith("title "):
             title(line[6:].strip())
-        if line.startswith("edit "):
+        elif line.startswith("edit "):
             edit(line[5:].strip())
+        else:
+            lines.put(line.strip())
 threading.Thread(target=typed, daemon=True).start()
+async def hooks(client):
+    settings = json.loads(sys.argv[sys.argv.index("--settings") + 1])
+    claude = HookedClaude(client, settings, os.getcwd())
+    while True:
+        line = await trio.to_thread.run_sync(lines.get, abandon_on_cancel=True)
+        if line.startswith("prompt "):
+            await claude.prompt(line[7:])
+        elif line == "permission":
+            await claude.ask_permission("Bash", {{"command": "make", "description": "build"}})
+            await claude.notify("permission_prompt")
+        elif line == "stop":
+            await claude.stop()
 async def main():
     port = os.environ["CLAUDE_CODE_SSE_PORT"]
     lock = os.path.join(os.environ["CLAUDE_CONFIG_DIR"], "ide", port + ".lock")
     token = json.load(open(lock))["authToken"]
-    async with mcp_client(int(port), token, pid=os.getpid()) as client:
+    async with mcp_client(int(port), token, pid=os.getpid()) as client, \\
+            trio.open_nursery() as nursery:
+        nursery.start_soon(hooks, client)
         seen = 0
         while True:
             note = await client.next_notification("at_mentioned", after=seen, timeout=3600)
@@ -78,7 +98,8 @@ def claude_dir(tmp_path, monkeypatch) -> Path:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     script = bin_dir / "claude"
-    script.write_text(FAKE_CLAUDE.format(python=sys.executable, out=str(tmp_path)))
+    script.write_text(FAKE_CLAUDE.format(python=sys.executable, out=str(tmp_path),
+                                         tests=str(ROOT / "tests")))
     script.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "cfg"))

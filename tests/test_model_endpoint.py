@@ -188,7 +188,7 @@ async def test_claude_command_passes_the_model_endpoint(nvim_address, tmp_path):
     await trio.run_process([*CLAUDE_NVIM, "claude", "hello"], env=env)
     got = json.loads(seen.read_text())
     argv = got["argv"]
-    assert argv[0] == "--mcp-config" and argv[2] == "hello"
+    assert argv[0] == "--mcp-config" and argv[4] == "hello"
     assert got["mode"] == 0o600 and not os.path.exists(argv[1])  # private, and gone after
     assert "Authorization" not in " ".join(argv)  # no token on the command line
     server = json.loads(got["config"])["mcpServers"]["nvim"]

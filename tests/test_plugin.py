@@ -65,7 +65,8 @@ async def test_toggle_hides_and_shows_the_same_running_claude(user, claude_dir):
     await terminal_mode(user)
     started = await claude_started(claude_dir)
     assert started["argv"][0] == "--mcp-config"  # what the server published, then the user's
-    assert started["argv"][2:] == ["--resume"]
+    assert started["argv"][2] == "--settings"  # its hooks (test_hooks.py)
+    assert started["argv"][4:] == ["--resume"]
     await user.request("nvim_input", "<C-\\><C-n>")
     await user.request("nvim_command", "ClaudeNvim")  # hide: claude keeps running
     hidden = await user.exec_lua(TERMINAL)
@@ -85,6 +86,23 @@ async def test_toggle_hides_and_shows_the_same_running_claude(user, claude_dir):
     assert await user.exec_lua("return {#vim.api.nvim_list_wins(), "
                                "vim.api.nvim_buf_is_valid(select(1, ...))}", first["buf"]) == [
         1, False]  # its window and buffer are gone with it
+
+
+async def test_a_claude_the_plugin_starts_tells_its_state_through_its_hooks(user, claude_dir):
+    await user.exec_lua("_G.seen = {}; vim.api.nvim_create_autocmd('User', { pattern = "
+                        "{ 'ClaudeNvimWorking', 'ClaudeNvimDone' }, callback = function(ev) "
+                        "table.insert(_G.seen, { ev.match, ev.data.terminal }) end })")
+    await user.request("nvim_command", "ClaudeNvim")
+    started = await eventually(user, TERMINAL)
+    await claude_started(claude_dir)
+    first = "local c = ((vim.g.claude_nvim_server or {}).claudes or {})[1]; return c and "
+    assert (await eventually(user, first + "c"))["state"] == "unknown"  # no hook came yet
+    await user.exec_lua("vim.fn.chansend(select(1, ...), 'prompt Fix it\\r')", started["job"])
+    working = await eventually(user, first + "c.state == 'working' and c")
+    assert working["terminal"] == started["buf"] and working["label"] == "Claude 1"
+    await user.exec_lua("vim.fn.chansend(select(1, ...), 'stop\\r')", started["job"])
+    seen = await eventually(user, "return #_G.seen == 2 and _G.seen")
+    assert seen == [["ClaudeNvimWorking", started["buf"]], ["ClaudeNvimDone", started["buf"]]]
 
 
 # The Claude window (the window showing the current Claude) and every Claude terminal.
@@ -114,7 +132,7 @@ async def test_several_claudes_take_turns_in_the_claude_window(user, claude_dir)
     assert two["current"] == two["claudes"][1]["buf"] and await mode(user) == "t"
     assert two["bufs"] == one["bufs"] + 1  # naming it left no buffer behind
     first, second = await claudes_started(claude_dir, 2)
-    assert second["argv"][2:] == ["--two"] and alive(first["pid"]) and alive(second["pid"])
+    assert second["argv"][4:] == ["--two"] and alive(first["pid"]) and alive(second["pid"])
     both = "local s = require('claude_nvim').status() return s:find('2') and s"
     assert await eventually(user, both) == "Claude \N{MULTIPLICATION SIGN}2"
     assert await user.exec_lua("return vim.fn.getcompletion('ClaudeNvimSwitch ', 'cmdline')"
@@ -552,8 +570,10 @@ async def test_after_a_diff_the_cursor_is_back_in_claude_pinned_there(user, clau
         await user.request("nvim_command", f"edit {path}")
     await user.request("nvim_command", "ClaudeNvimFocus")  # to the file
     await user.request("nvim_command", "ClaudeNvimFocus")  # and back: no second Claude window
-    now = await user.exec_lua(WINDOWS_NOW)
-    assert now["win"] == claude and now["wins"] == 2 and now["mode"] == "t"
+    # :startinsert takes effect when Neovim next waits for input.
+    now = await eventually(user, f"local w = (function() {WINDOWS_NOW} end)()\n"
+                                 "return w.mode == 't' and w")
+    assert now["win"] == claude and now["wins"] == 2
 
 
 async def test_the_file_window_the_user_was_in_last_is_the_active_editor(user, claude_dir):

@@ -180,7 +180,8 @@ async def test_claude_command_serves_runs_claude_and_cleans_up(nvim_address, nvi
     assert done.stderr == b""  # claude owns the terminal: the server logs nothing on it
     seen = json.loads((tmp_path / "seen.json").read_text())
     assert seen["argv"][0] == "--mcp-config"  # ours first, then claude's own
-    assert seen["argv"][2:] == ["--resume", "-p", "x"]
+    assert seen["argv"][2] == "--settings"  # its hooks (test_hooks.py)
+    assert seen["argv"][4:] == ["--resume", "-p", "x"]
     assert seen["locks"] == [f"{seen['port']}.lock"]
     assert seen["force"] == "true" and "127.0.0.1" in seen["no_proxy"]
     assert list((tmp_path / "cfg" / "ide").iterdir()) == []  # the lock is gone
@@ -290,21 +291,21 @@ async def test_claude_command_options_go_before_claudes(nvim_address, tmp_path):
         [*CLAUDE_NVIM, "claude", "--log-file", str(log_file), "--nvim", nvim_address,
          "-p", "x", "--log-file", "claude's"], env=env, check=False, capture_stderr=True)
     assert done.returncode == 7, done.stderr
-    assert json.loads((tmp_path / "seen.json").read_text())["argv"][2:] == [
+    assert json.loads((tmp_path / "seen.json").read_text())["argv"][4:] == [
         "-p", "x", "--log-file", "claude's"]
     assert "listening on ws://127.0.0.1:" in log_file.read_text()
     # After `--`, all is claude's.
     done = await trio.run_process([*CLAUDE_NVIM, "claude", f"--nvim={nvim_address}", "--",
                                    "--help"], env=env, check=False, capture_stderr=True)
     assert done.returncode == 7, done.stderr
-    assert json.loads((tmp_path / "seen.json").read_text())["argv"][2:] == ["--help"]
+    assert json.loads((tmp_path / "seen.json").read_text())["argv"][4:] == ["--help"]
     # A `--` of claude's own: what follows is its prompt, and --mcp-config comes before it.
     done = await trio.run_process([*CLAUDE_NVIM, "claude", f"--nvim={nvim_address}", "-p",
                                    "--", "--some text"], env=env, check=False,
                                   capture_stderr=True)
     assert done.returncode == 7, done.stderr
     argv = json.loads((tmp_path / "seen.json").read_text())["argv"]
-    assert argv[0] == "--mcp-config" and argv[2:] == ["-p", "--", "--some text"]
+    assert argv[0] == "--mcp-config" and argv[4:] == ["-p", "--", "--some text"]
 
 
 def test_claude_command_failures_are_one_line(nvim_address, tmp_path):

@@ -4,8 +4,29 @@
 -- claude_nvim.mentions, claude_nvim.diffs, ...: this plugin owns `claude_nvim` and the files
 -- under lua/claude_nvim/, and only calls into the server's modules while a server runs.
 local api = vim.api
+
+--- Where the Claude window opens (:help claude-nvim-opts.terminal).
+---@class claude_nvim.TerminalOpts
+---@field position? 'right'|'left'|'bottom'|'top'|'float'|'tab' default 'right'
+---@field size? number below 1: a share of the editor (default 0.4); else cells
+
+--- How Claude's proposed edits are shown (the server reads them too).
+---@class claude_nvim.DiffOpts
+---@field open_in? 'tab'|'current' default 'tab': a new tab; 'current': in this tab
+---@field keep_focus? boolean true: the cursor stays in the Claude terminal; default false
+
+--- The options of setup() (:help claude-nvim-opts); all optional.
+---@class claude_nvim.Config
+---@field cmd? string|string[] the claude-nvim to run; nil: the private install, else PATH
+---@field python? string the Python for the private install; nil: python3.14 ... python3
+---@field packages? string[] tool packages for the private install too, as pip names them
+---@field start_server? 'startup'|'first_use' when the server starts; default 'startup'
+---@field terminal? claude_nvim.TerminalOpts
+---@field diff? claude_nvim.DiffOpts
+
 local M = {}
 
+---@type claude_nvim.Config
 local defaults = {
   cmd = nil,      -- the claude-nvim to run (a string or a list); nil: the private install, PATH
   python = nil,   -- the Python for the private install; nil: python3.13 ... python3.11, python3
@@ -17,6 +38,8 @@ local defaults = {
   editor = true,  -- claude's editor (Ctrl+G: the prompt; plans, memory) is this Neovim
 }
 
+--- The options in force: the defaults with setup()'s `opts` over them.
+---@type claude_nvim.Config
 M.config = vim.deepcopy(defaults)
 
 -- Publish the options the server's Lua reads (it runs without this plugin too).
@@ -26,6 +49,7 @@ local function publish()
 end
 
 --- Configure the plugin (lazy.nvim calls it with the spec's `opts`).
+---@param opts? claude_nvim.Config
 function M.setup(opts)
   M.config = vim.tbl_deep_extend('force', vim.deepcopy(defaults), opts or {})
   publish()
@@ -35,6 +59,8 @@ end
 --- hold Neovim (RPC calls too): a message on screen is overwritten, not pushed up (:redraw),
 --- and this one takes one line, cut in the middle to fit if need be (:messages keeps it whole,
 --- where 'shortmess' has T and the command line has a line).
+---@param msg string
+---@param level? 'INFO'|'WARN'|'ERROR'
 function M.tell(msg, level)
   msg = 'claude-nvim: ' .. msg
   local hl = ({ WARN = 'WarningMsg', ERROR = 'ErrorMsg' })[level] or 'None'
@@ -50,10 +76,13 @@ end
 local tell = M.tell
 
 --- The directory of the private install (a venv): stdpath('data')/claude-nvim/venv.
+---@return string
 function M.venv() return require('claude_nvim.install').venv() end
 
 --- The claude-nvim command to run, as a list, and where it came from ('opts.cmd', 'private
 --- install', 'PATH'); nil and advice when there is none.
+---@return string[]|nil command
+---@return string source_or_advice
 function M.command()
   local cmd = M.config.cmd
   if type(cmd) == 'string' then return { cmd }, 'opts.cmd' end
@@ -67,6 +96,7 @@ end
 
 --- The live server of this Neovim, as its claude_nvim.core keeps it (port, clients, and once
 --- ready `claude`: what a claude needs), or nil when none runs.
+---@return claude_nvim.ServerRecord|nil
 function M.server()
   local core = package.loaded['claude_nvim.core']
   return type(core) == 'table' and core.live_server and core.live_server() or nil
@@ -79,6 +109,7 @@ local function ready_server()
 end
 
 --- For statuslines: "" when no Claude is connected, else e.g. "Claude" or "Claude ×2 · 1 diff".
+---@return string
 function M.status()
   local info = server()
   local count = info and tonumber(info.clients) or 0
@@ -144,6 +175,8 @@ end
 
 --- Call `ready(info)` once a server is ready here (at once if one is), starting one if need
 --- be; `failed(why)` if it cannot start.
+---@param ready fun(info: claude_nvim.ServerRecord)
+---@param failed fun(why: string)
 function M.when_ready(ready, failed)
   local info = ready_server()
   if info then return ready(info) end
@@ -158,6 +191,7 @@ end
 
 --- Get a mention to the server: `deliver(mentions)` once it is ready. With no Claude
 --- connected or running, one starts too (the server keeps the mention for it).
+---@param deliver fun(mentions: table) gets the server's claude_nvim.mentions module
 function M.mention(deliver)
   local terminal = require('claude_nvim.terminal')
   local info = server()

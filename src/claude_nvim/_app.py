@@ -29,6 +29,8 @@ from ._bufsync import BufsyncFeature
 from ._core import CommandsFeature, CoreFeature, max_file_bytes
 from ._diffs import DiffRegistry, DiffsFeature
 from ._feature import Feature
+from ._hooks import TOOL as HOOK_TOOL
+from ._hooks import Hooks, HooksFeature, settings_argument
 from ._lsp import LspFeature
 from ._lsp.replies import Replies
 from ._mcp import McpSession
@@ -64,11 +66,12 @@ CLIENT_VERSION = dict(zip(("major", "minor", "patch"), map(int, re.findall(r"\d+
 
 
 def built_in(*, max_file_bytes: int, on_folders: Callable[[list[str]], None],
-             diff_registry: DiffRegistry, outboxes: Outboxes, replies: Replies) -> list[Feature]:
+             diff_registry: DiffRegistry, outboxes: Outboxes, replies: Replies,
+             hooks: Hooks) -> list[Feature]:
     """The features the App runs, in order: core first (the others' Lua requires it)."""
     return [CoreFeature(max_file_bytes, on_folders), LspFeature(replies), SelectionFeature(),
             DiffsFeature(diff_registry), MentionsFeature(outboxes), CommandsFeature(),
-            BufsyncFeature()]
+            BufsyncFeature(), HooksFeature(hooks)]
 
 
 CLAUDE_FILES: dict[str, Callable[[int, str], str]] = {
@@ -128,6 +131,7 @@ class App:
         self.diffs = DiffRegistry()
         self.big_reads = BigReads()
         self.replies = Replies()
+        self.hooks = Hooks()
         self.port = 0
         self.lock_path: Path | None = None
         self.environment: dict[str, str] = {}
@@ -140,7 +144,8 @@ class App:
         self.outboxes = Outboxes(mention_queue_seconds, self._tell)
         self.features: list[Feature] = built_in(
             max_file_bytes=self.max_file_bytes, on_folders=self._on_folders,
-            diff_registry=self.diffs, outboxes=self.outboxes, replies=self.replies)
+            diff_registry=self.diffs, outboxes=self.outboxes, replies=self.replies,
+            hooks=self.hooks)
         """What runs in Neovim and what it sends, in order (see :class:`Feature`)."""
         for feature in self.features:
             for event, handler in feature.notifications().items():
@@ -220,6 +225,8 @@ class App:
                                           content(self.port, self.token))
             self._claude_files.append(path)
             self.claude_args += [option, str(path)]
+        if HOOK_TOOL in self._tools_for["ide"]:  # not when the user disabled it
+            self.claude_args += ["--settings", settings_argument()]
 
     def _write_lock(self, folders: list[str]) -> None:
         name = lockfile.ide_name(folders, self.lock_directory, self.port)
@@ -301,7 +308,7 @@ class App:
     def _context(self, tool: Tool, connection: ConnectionInfo) -> ToolContext:
         editor: Editor = self.editor
         return ToolContext(tool, editor, self.diffs, connection, self._loggers[tool.name],
-                           self.big_reads, self.replies)
+                           self.big_reads, self.replies, self.hooks)
 
     async def _answer(self, ws: Connection, session: McpSession, message: str | bytes,
                       scope: trio.CancelScope) -> None:
@@ -355,6 +362,9 @@ class App:
         connection.label = claude.label()
         connection.terminal = terminal.buffer if terminal else None
         log.info("client %d is %s", connection.id, connection.label)
+        self.hooks.listening(connection.id, pid=connection.client_pid,
+                             terminal=terminal.buffer if terminal else None,
+                             label=connection.label)
         return claude
 
     async def _tell_clients(self, connected: bool) -> None:

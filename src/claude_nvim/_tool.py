@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
 
     from ._diffs import DiffRegistry
+    from ._hooks import Hooks
     from ._lsp.replies import Replies
     from ._nvim.editor import Editor
 
@@ -122,6 +123,8 @@ class ToolContext:
     """The server's one slot for answers of megabytes; see :meth:`big_read`."""
     replies: Replies
     """Answers the tools' Lua sends later (a language server's): built-in tools use it."""
+    hooks: Hooks
+    """Where claude's hooks go (the built-in ``claude_nvim_hook`` tool)."""
 
     async def call_lua(self, fn: str, *args: Any) -> Any:
         """Call ``fn`` of this tool's own Lua module in Neovim: one RPC round trip."""
