@@ -186,3 +186,115 @@ async def test_claudes_editor_opens_over_the_claude_window(user, claude_dir):
         "code": 0, "text": "fix the parser, please\n"}
     assert await eventually(user, "return vim.api.nvim_get_mode().mode == 't' and "
                                   "vim.api.nvim_get_current_win()") == claude
+
+
+# What the user's autocmds saw of the Claudes' states: { event, terminal, state } each.
+EVENTS = """_G.events = {}
+vim.api.nvim_create_autocmd('User', {
+  pattern = { 'ClaudeNvimWorking', 'ClaudeNvimWaiting', 'ClaudeNvimDone' },
+  callback = function(ev)
+    table.insert(_G.events, { ev.match, ev.data.terminal, ev.data.state })
+  end })"""
+
+STATUS = "return require('claude_nvim').status()"
+
+
+async def status_becomes(user, text: str) -> None:
+    await eventually(user, f"return require('claude_nvim').status() == {text!r}")
+
+
+async def told(user, text: str) -> int:
+    """How many times :messages says ``text``."""
+    return (await messages(user)).count(text)
+
+
+async def test_waiting_and_done_are_shown_and_told_when_out_of_sight(user, claude_dir):
+    await user.exec_lua(EVENTS)
+    await user.request("nvim_command", "ClaudeNvim")
+    await claudes_started(claude_dir, 1)
+    buf = await eventually(user, "local i = require('claude_nvim.terminal').info()\n"
+                                 "return i and i.job and i.buf")
+    await status_becomes(user, "Claude")  # connected: no hook yet, nothing is known
+    # In sight: shown, not told.
+    await user.exec_lua(TYPE, 1, "prompt fix the parser")
+    await status_becomes(user, "Claude \N{MIDDLE DOT} working")
+    await user.exec_lua(TYPE, 1, "permission")  # a permission dialog, then its notification
+    await status_becomes(user, "Claude \N{MIDDLE DOT} waiting")
+    bar, _ = await user.exec_lua(BAR)
+    assert bar.strip() == "\N{BLACK RIGHT-POINTING SMALL TRIANGLE}Claude 1 \N{MIDDLE DOT} waiting"
+    await user.exec_lua(TYPE, 1, "stop")
+    await status_becomes(user, "Claude")
+    assert await user.exec_lua("return _G.events") == [
+        ["ClaudeNvimWorking", buf, "working"], ["ClaudeNvimWaiting", buf, "waiting"],
+        ["ClaudeNvimDone", buf, "done"]]
+    assert await told(user, "Claude 1 is") == 0
+    # Hidden: told, once each.
+    await user.request("nvim_input", "<C-\\><C-n>")
+    await user.request("nvim_command", "ClaudeNvim")  # hides it
+    await user.exec_lua(TYPE, 1, "prompt go on")
+    await user.exec_lua(TYPE, 1, "permission")
+    await eventually(user, "local m = vim.api.nvim_exec2('messages', {output = true}).output\n"
+                           "return m:find('Claude 1 is waiting for you', 1, true)")
+    await user.exec_lua(TYPE, 1, "permission")  # still waiting: nothing new to tell
+    await user.exec_lua(TYPE, 1, "stop")
+    await eventually(user, "local m = vim.api.nvim_exec2('messages', {output = true}).output\n"
+                           "return m:find('Claude 1 is done', 1, true)")
+    assert await told(user, "Claude 1 is waiting for you") == 1
+    # In view but Neovim without the focus (the terminal says so): told too, and through a
+    # notification plugin when one replaced vim.notify; with opts.bell, the terminal rings.
+    bells: list[str] = []
+    user.on_notification("redraw", lambda args: bells.extend(
+        event[0] for event in args if event and event[0] == "bell"))
+    await user.exec_lua("require('claude_nvim').config.bell = true\n"
+                        "_G.notified = {}\n"
+                        "vim.notify = function(msg, level, opts)\n"
+                        "  table.insert(_G.notified, { msg, level, opts.title }) end")
+    await user.request("nvim_command", "ClaudeNvim")  # shown again
+    await user.request("nvim_ui_set_focus", False)
+    await user.exec_lua(TYPE, 1, "prompt more")
+    await user.exec_lua(TYPE, 1, "stop")
+    notified = await eventually(user, "return #_G.notified > 0 and _G.notified")
+    assert notified == [["Claude 1 is done", 2, "claude-nvim"]]
+    assert bells == ["bell"]
+    await user.request("nvim_ui_set_focus", True)
+
+
+async def test_with_several_claudes_the_waiting_one_is_named(user, claude_dir):
+    await two_claudes(user)
+    await user.exec_lua(TYPE, 2, "title \N{EIGHT SPOKED ASTERISK} parser")
+    await eventually(user, f"return (function() {NAMES} end)()[2] ~= 'Claude 2'")
+    await user.exec_lua(TYPE, 1, "prompt write the docs")
+    await user.exec_lua(TYPE, 2, "prompt fix it")
+    await user.exec_lua(TYPE, 2, "permission")
+    await status_becomes(user, "Claude \N{MULTIPLICATION SIGN}2 \N{MIDDLE DOT} Claude 2 waiting "
+                               "\N{MIDDLE DOT} 1 working")
+    bar, _ = await user.exec_lua(BAR)
+    assert bar.split() == ["1", "\N{MIDDLE DOT}", "working",
+                           "\N{BLACK RIGHT-POINTING SMALL TRIANGLE}Claude", "2", "\N{MIDDLE DOT}",
+                           "parser", "\N{MIDDLE DOT}", "waiting"]
+    offered = await user.exec_lua("""
+        local offered
+        vim.ui.select = function(items, opts) offered = vim.tbl_map(opts.format_item, items) end
+        vim.cmd('ClaudeNvimSwitch')
+        return offered""")
+    assert re.fullmatch(r"  Claude 1 · working \d+ s · started \d+ s ago", offered[0]), offered
+    assert re.fullmatch(r"▸ Claude 2 · parser · waiting \d+ s · started \d+ s ago",
+                        offered[1]), offered
+
+
+async def test_a_claude_without_hooks_has_no_state(user, claude_dir):
+    # A claude started some other way (no --settings): connected, its state unknown; never a
+    # guess in status(), the bar or a message.
+    await user.request("nvim_command", "ClaudeNvim")
+    await claudes_started(claude_dir, 1)
+    port = await eventually(user, "local s = vim.g.claude_nvim_server\n"
+                                  "return s and s.claude and s.clients == 1 and s.port")
+    token = json.loads((claude_dir / "cfg" / "ide" / f"{port}.lock").read_text())["authToken"]
+    async with mcp_client(port, token, pid=4242):
+        await status_becomes(user, "Claude \N{MULTIPLICATION SIGN}2")
+        await user.exec_lua(TYPE, 1, "prompt go")
+        await status_becomes(user, "Claude \N{MULTIPLICATION SIGN}2 \N{MIDDLE DOT} 1 working")
+        states = await user.exec_lua("return vim.tbl_map(function(c) return c.state end, "
+                                     "vim.g.claude_nvim_server.claudes)")
+        assert states == ["working", "unknown"]
+        assert "unknown" not in (await user.exec_lua(BAR))[0]

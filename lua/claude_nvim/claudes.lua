@@ -61,6 +61,83 @@ function M.state(buf)
   return type(state) == 'string' and state ~= 'unknown' and state or nil
 end
 
+-- The name of a Claude the server knows (`entry`, of vim.g.claude_nvim_server.claudes): its
+-- terminal's label, else the server's ("the Claude with pid 4242").
+function M.entry_label(entry)
+  local buf = entry.terminal
+  if type(buf) == 'number' and api.nvim_buf_is_valid(buf) then
+    local n = vim.b[buf].claude_nvim_terminal
+    local label = vim.b[buf].claude_nvim_label or (n and ('Claude ' .. n))
+    if label then return label end
+  end
+  return type(entry.label) == 'string' and entry.label or 'Claude'
+end
+
+-- For statuslines (claude_nvim.status()): what the Claudes (`entries`, `count` of them) are
+-- doing that the user may want to know: "waiting" (one Claude), "Claude 2 waiting · 1
+-- working" (several); nil when nothing is known.
+function M.states(entries, count)
+  local waiting, working = {}, 0
+  for _, entry in ipairs(type(entries) == 'table' and entries or {}) do
+    if entry.state == 'waiting' then
+      waiting[#waiting + 1] = count > 1 and (M.entry_label(entry):gsub(' · .*', '') .. ' waiting')
+        or 'waiting'
+    elseif entry.state == 'working' then
+      working = working + 1
+    end
+  end
+  if working > 0 then waiting[#waiting + 1] = count > 1 and (working .. ' working') or 'working' end
+  return #waiting > 0 and table.concat(waiting, ' · ') or nil
+end
+
+-- Whether Neovim has the focus (FocusGained / FocusLost, where the terminal reports them).
+local focused = true
+function M.focus(has) focused = has end
+
+-- Whether the terminal of `entry`'s Claude shows in a window of this tab.
+local function in_view(entry)
+  local buf = entry.terminal
+  if type(buf) ~= 'number' or not api.nvim_buf_is_valid(buf) then return false end
+  for _, win in ipairs(vim.fn.win_findbuf(buf)) do
+    if api.nvim_win_get_tabpage(win) == api.nvim_get_current_tabpage() then return true end
+  end
+  return false
+end
+
+-- Tell the user `msg`: through vim.notify when a plugin replaced it (its popups), else in one
+-- line that never holds Neovim at a hit-enter prompt.
+local function notify(msg)
+  local source = debug.getinfo(vim.notify, 'S').source
+  if source:find('vim/_editor.lua', 1, true) then return require('claude_nvim').tell(msg) end
+  vim.notify(msg, vim.log.levels.INFO, { title = 'claude-nvim' })
+end
+
+-- Ring the outer terminal's bell: Neovim's own beep, sent to its UIs (whatever 'belloff' says;
+-- 'visualbell' makes it a flash), from any mode.
+local function bell()
+  local belloff = vim.o.belloff
+  vim.o.belloff = ''
+  local scratch = api.nvim_create_buf(false, true)
+  pcall(api.nvim_buf_call, scratch, function() vim.cmd('silent undo') end)  -- nothing to undo
+  api.nvim_buf_delete(scratch, { force = true })
+  vim.o.belloff = belloff
+end
+
+local TOLD = { waiting = 'is waiting for you', done = 'is done' }
+
+--- A Claude's state changed (User ClaudeNvimWorking, ClaudeNvimWaiting, ClaudeNvimDone; its
+--- entry): the bars show it; waiting or done, the user is told once if they cannot see that
+--- Claude (its window hidden in this tab, or Neovim without the focus), and with opts.bell
+--- the terminal's bell rings.
+function M.changed(entry)
+  M.redraw()
+  local told = type(entry) == 'table' and TOLD[entry.state]
+  local opts = require('claude_nvim').config
+  if not told or opts.notify == false or (focused and in_view(entry)) then return end
+  notify(M.entry_label(entry) .. ' ' .. told)
+  if opts.bell then bell() end
+end
+
 -- A duration in seconds, short: "40 s", "12 min", "3 h".
 local function ago(seconds)
   seconds = math.max(0, seconds)
@@ -130,7 +207,8 @@ function M.bar()
     local function total()
       local cells = 0
       for _, item in ipairs(items) do
-        cells = cells + vim.fn.strdisplaywidth(item.text) + (item.state and #item.state + 3 or 0) + 3
+        local state = item.state and #item.state + 3 or 0
+        cells = cells + vim.fn.strdisplaywidth(item.text) + state + 3
       end
       return cells
     end
@@ -139,7 +217,8 @@ function M.bar()
     end
     for _, item in ipairs(items) do
       if total() > width and item.here then
-        item.text = fit(item.text, math.max(8, vim.fn.strdisplaywidth(item.text) - (total() - width)))
+        local room = vim.fn.strdisplaywidth(item.text) - (total() - width)
+        item.text = fit(item.text, math.max(8, room))
       end
     end
     local parts = {}

@@ -36,6 +36,8 @@ local defaults = {
                bar = true },  -- the Claude window's bar: the Claudes, the shown one marked
   diff = { open_in = 'tab', keep_focus = false },  -- open_in: 'tab' or 'current'
   editor = true,  -- claude's editor (Ctrl+G: the prompt; plans, memory) is this Neovim
+  notify = true,  -- say when a Claude out of sight waits for you or is done
+  bell = false,   -- and ring the terminal's bell
 }
 
 --- The options in force: the defaults with setup()'s `opts` over them.
@@ -108,13 +110,16 @@ local function ready_server()
   return info and type(info.claude) == 'table' and info or nil
 end
 
---- For statuslines: "" when no Claude is connected, else e.g. "Claude" or "Claude ×2 · 1 diff".
+--- For statuslines: "" when no Claude is connected, else e.g. "Claude", "Claude · waiting",
+--- "Claude ×2 · Claude 2 waiting" or "Claude ×2 · 1 diff".
 ---@return string
 function M.status()
   local info = server()
   local count = info and tonumber(info.clients) or 0
   if count == 0 then return '' end
   local text = count > 1 and ('Claude ×' .. count) or 'Claude'
+  local states = require('claude_nvim.claudes').states(info.claudes, count)
+  if states then text = text .. ' · ' .. states end
   local diffs = package.loaded['claude_nvim.diffs']
   local pending = type(diffs) == 'table' and diffs.pending and diffs.pending() or 0
   if pending > 0 then text = text .. ' · ' .. pending .. (pending > 1 and ' diffs' or ' diff') end
@@ -144,6 +149,14 @@ api.nvim_create_autocmd('User', { pattern = 'ClaudeNvimServerReady',
       if info then settle(true, info) end
     end)
   end })
+
+-- What the Claudes are doing (the server's hooks): the bars show it, and the user is told
+-- when one they cannot see waits or is done (claude_nvim.claudes).
+api.nvim_create_autocmd('User', { group = 'claude_nvim_plugin',
+  pattern = { 'ClaudeNvimWorking', 'ClaudeNvimWaiting', 'ClaudeNvimDone' },
+  callback = function(ev) require('claude_nvim.claudes').changed(ev.data) end })
+api.nvim_create_autocmd({ 'FocusGained', 'FocusLost' }, { group = 'claude_nvim_plugin',
+  callback = function(ev) require('claude_nvim.claudes').focus(ev.event == 'FocusGained') end })
 
 local function serve()
   if serving then return end

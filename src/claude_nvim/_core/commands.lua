@@ -55,7 +55,9 @@ TREES['neo-tree'] = function(_, first, last)
   local paths = {}
   for line = first, last do
     local node = state and state.tree and state.tree:get_node(line)
-    if node and (node.type == 'file' or node.type == 'directory') then paths[#paths + 1] = node.path end
+    if node and (node.type == 'file' or node.type == 'directory') then
+      paths[#paths + 1] = node.path
+    end
   end
   return paths
 end

@@ -108,7 +108,8 @@ function M.add_all(items, what)
   end
   local told = {}
   if #refused > 0 then
-    told[#told + 1] = refused[1] .. (#refused > 1 and (' (and ' .. (#refused - 1) .. ' more)') or '')
+    local more = #refused > 1 and (' (and ' .. (#refused - 1) .. ' more)') or ''
+    told[#told + 1] = refused[1] .. more
   end
   if #mentions > M.MAX_MENTIONS then
     told[#told + 1] = ('%d %s: the first %d sent'):format(#mentions, what or 'mentions',
