@@ -34,6 +34,16 @@ dofile(root .. '/src/claude_nvim/_core/commands.lua').define({
   mention = function(deliver) plugin().mention(deliver) end,
 })
 
+-- What the Claudes are doing (the server's hooks): the bars show it, and the user is told
+-- when one they cannot see waits or is done (claude_nvim.claudes); whether Neovim has the
+-- focus, from the start.
+local group = vim.api.nvim_create_augroup('claude_nvim_claudes', { clear = true })
+vim.api.nvim_create_autocmd('User', { group = group,
+  pattern = { 'ClaudeNvimWorking', 'ClaudeNvimWaiting', 'ClaudeNvimDone' },
+  callback = function(ev) require('claude_nvim.claudes').changed(ev.data) end })
+vim.api.nvim_create_autocmd({ 'FocusGained', 'FocusLost' }, { group = group,
+  callback = function(ev) require('claude_nvim.claudes').focus(ev.event == 'FocusGained') end })
+
 -- The server starts once a UI is up (opts.start_server), so that Claude connects at once.
 if vim.v.vim_did_enter == 1 and #vim.api.nvim_list_uis() > 0 then
   vim.schedule(function() plugin().start_ahead() end)

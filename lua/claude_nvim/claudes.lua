@@ -134,7 +134,7 @@ function M.changed(entry)
   local told = type(entry) == 'table' and TOLD[entry.state]
   local opts = require('claude_nvim').config
   if not told or opts.notify == false or (focused and in_view(entry)) then return end
-  notify(M.entry_label(entry) .. ' ' .. told)
+  notify((M.entry_label(entry):gsub('^%l', string.upper)) .. ' ' .. told)
   if opts.bell then bell() end
 end
 

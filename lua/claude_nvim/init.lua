@@ -150,14 +150,6 @@ api.nvim_create_autocmd('User', { pattern = 'ClaudeNvimServerReady',
     end)
   end })
 
--- What the Claudes are doing (the server's hooks): the bars show it, and the user is told
--- when one they cannot see waits or is done (claude_nvim.claudes).
-api.nvim_create_autocmd('User', { group = 'claude_nvim_plugin',
-  pattern = { 'ClaudeNvimWorking', 'ClaudeNvimWaiting', 'ClaudeNvimDone' },
-  callback = function(ev) require('claude_nvim.claudes').changed(ev.data) end })
-api.nvim_create_autocmd({ 'FocusGained', 'FocusLost' }, { group = 'claude_nvim_plugin',
-  callback = function(ev) require('claude_nvim.claudes').focus(ev.event == 'FocusGained') end })
-
 local function serve()
   if serving then return end
   local cmd, why = M.command()
