@@ -1,6 +1,6 @@
 """The repository as a Neovim plugin: a real headless Neovim with the checkout on 'runtimepath',
 a UI attached from a second RPC client, and a stand-in `claude` on PATH that connects like the
-CLI does (no real claude needed)."""
+CLI does (no real claude needed; plugin_kit.py's, with the fixtures `claude_dir` and `user`)."""
 
 from __future__ import annotations
 
@@ -21,133 +21,12 @@ from claude_nvim._mentions.claudes import parent_pid
 from claude_nvim._nvim.headless import find_nvim, headless_nvim
 from claude_nvim.testing import attached_editor, mcp_client, running_app
 from helpers import PendingDiff, diff_args, eventually, handed_over, mode
+from plugin_kit import ROOT, alive, claude_started, claudes_started, plugin_args, plugin_user
 
-ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = ["ClaudeNvim", "ClaudeNvimNew", "ClaudeNvimSwitch", "ClaudeNvimFocus",
             "ClaudeNvimSend", "ClaudeNvimAdd", "ClaudeNvimDiffAccept", "ClaudeNvimDiffDeny",
             "ClaudeNvimHunkAccept", "ClaudeNvimHunkReject", "ClaudeNvimReview",
-            "ClaudeNvimRevert", "ClaudeNvimInstall"]
-
-# A stand-in for `claude`: connects to the server named by its environment (as claude does),
-# records its pid (each one's: started.jsonl) and every @-mention it gets (each one's:
-# mentions-PID.jsonl), runs the hooks of its --settings as claude does when "prompt TEXT",
-# "edit PATH OLD NEW" (and edits the file) or "stop" is typed into it (helpers.HookedClaude),
-# and exits when "exit" is typed. "hand over PATH" typed into it opens one more connection and
-# hands it to the test listening on PATH (helpers.handed_over): the test speaks through it as
-# this Claude.
-FAKE_CLAUDE = """\
-#!{python}
-import json, os, pathlib, queue, sys, threading, trio
-sys.path.insert(0, {tests!r})
-from claude_nvim.testing import mcp_client
-from helpers import HookedClaude, hand_over
-out = {out!r}
-with open(out + "/started.json", "w") as f:
-    json.dump({{"pid": os.getpid(), "argv": sys.argv[1:]}}, f)
-with open(out + "/started.jsonl", "a") as f:
-    f.write(json.dumps({{"pid": os.getpid(), "argv": sys.argv[1:]}}) + "\\n")
-lines = queue.Queue()
-kept = []
-def typed():
-    for line in sys.stdin:
-        if line.strip() == "exit":
-            os._exit(0)
-        if line.startswith("hand over "):
-            port = int(os.environ["CLAUDE_CODE_SSE_PORT"])
-            kept.append(hand_over(port, line[len("hand over "):].strip()))
-            continue
-        lines.put(line.strip())
-threading.Thread(target=typed, daemon=True).start()
-async def hooks(client):
-    settings = json.loads(sys.argv[sys.argv.index("--settings") + 1])
-    claude = HookedClaude(client, settings, os.getcwd())
-    while True:
-        line = await trio.to_thread.run_sync(lines.get, abandon_on_cancel=True)
-        if line.startswith("prompt "):
-            await claude.prompt(line[7:])
-        elif line.startswith("edit "):  # edit PATH OLD NEW
-            path, old, new = line[5:].split(" ")
-            await claude.edit(pathlib.Path(path), old, new)
-        elif line == "stop":
-            await claude.stop()
-async def main():
-    port = os.environ["CLAUDE_CODE_SSE_PORT"]
-    lock = os.path.join(os.environ["CLAUDE_CONFIG_DIR"], "ide", port + ".lock")
-    token = json.load(open(lock))["authToken"]
-    async with mcp_client(int(port), token, pid=os.getpid()) as client, \\
-            trio.open_nursery() as nursery:
-        nursery.start_soon(hooks, client)
-        seen = 0
-        while True:
-            note = await client.next_notification("at_mentioned", after=seen, timeout=3600)
-            seen = next(i for i, n in enumerate(client.notifications) if n is note) + 1
-            for name in ("/mentions.jsonl", "/mentions-%d.jsonl" % os.getpid()):
-                with open(out + name, "a") as f:
-                    f.write(json.dumps(note["params"]) + "\\n")
-trio.run(main)
-"""
-
-
-@pytest.fixture
-def claude_dir(tmp_path, monkeypatch) -> Path:
-    """A directory with the stand-in `claude`, put first on PATH (for Neovims started after)."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    script = bin_dir / "claude"
-    script.write_text(FAKE_CLAUDE.format(python=sys.executable, out=str(tmp_path),
-                                         tests=str(ROOT / "tests")))
-    script.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "cfg"))
-    for name in ("NVIM", "CLAUDE_CODE_SSE_PORT", "CLAUDE_NVIM_CLAUDE"):
-        monkeypatch.delenv(name, raising=False)
-    return tmp_path
-
-
-def plugin_args(**opts) -> tuple[str, ...]:
-    """Neovim's arguments: no user config, this checkout as a plugin, set up with ``opts``
-    (and the claude-nvim of this Python, whatever is on PATH)."""
-    opts = {"cmd": [sys.executable, "-m", "claude_nvim"], **opts}
-    return ("--clean", "--cmd", "let g:loaded_python3_provider = 0",
-            "--cmd", f"set runtimepath^={ROOT}",
-            "--cmd", f"lua require('claude_nvim').setup(vim.json.decode([[{json.dumps(opts)}]]))")
-
-
-@contextlib.asynccontextmanager
-async def plugin_user(cwd: Path, **opts):
-    """A plugin Neovim (set up with ``opts``) with an 120x40 UI attached: the user's side."""
-    with headless_nvim(cwd=cwd, args=plugin_args(**opts)) as (address, _process):
-        async with attached_editor(address) as nvim:
-            await nvim.request("nvim_ui_attach", 120, 40, {"ext_linegrid": True})
-            nvim.address = address
-            yield nvim
-
-
-@pytest.fixture
-async def user(claude_dir):
-    """A plugin Neovim with an 120x40 UI attached: the user's side."""
-    async with plugin_user(claude_dir) as nvim:
-        yield nvim
-
-
-async def claude_started(tmp_path: Path) -> dict:
-    with trio.fail_after(20):
-        while not (tmp_path / "started.json").exists():
-            await trio.sleep(0.05)
-        while True:
-            try:
-                return json.loads((tmp_path / "started.json").read_text())
-            except json.JSONDecodeError:
-                await trio.sleep(0.05)
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
+            "ClaudeNvimRevert", "ClaudeNvimInstall", "ClaudeNvimRename"]
 
 TERMINAL = """
 local info = require('claude_nvim.terminal').info()
@@ -234,7 +113,7 @@ async def test_the_status_says_when_claudes_last_turn_is_to_review(user, claude_
     await user.request("nvim_command", "ClaudeNvim")
     started = await eventually(user, TERMINAL)
     await eventually(user, "return require('claude_nvim').status() == 'Claude'")
-    for line in ("prompt Fix it", f"edit {path} two 2", "stop"):
+    for line in ("prompt Fix it", f"write {path} two 2", "stop"):
         await user.exec_lua("vim.fn.chansend(select(1, ...), select(2, ...) .. '\\r')",
                             started["job"], line)
     await eventually(user, "return require('claude_nvim').status() == "
@@ -243,15 +122,6 @@ async def test_the_status_says_when_claudes_last_turn_is_to_review(user, claude_
     await user.request("nvim_command", "ClaudeNvimReview")
     await eventually(user, "return #vim.api.nvim_list_tabpages() == 2")
     assert await user.exec_lua("return require('claude_nvim').status()") == "Claude"
-
-
-async def claudes_started(tmp_path: Path, count: int) -> list[dict]:
-    """The first ``count`` stand-ins started, once they all have."""
-    path = tmp_path / "started.jsonl"
-    with trio.fail_after(20):
-        while len(lines := path.read_text().splitlines() if path.exists() else []) < count:
-            await trio.sleep(0.05)
-    return [json.loads(line) for line in lines]
 
 
 # The Claude window (the window showing the current Claude) and every Claude terminal.
@@ -285,8 +155,8 @@ async def test_several_claudes_take_turns_in_the_claude_window(user, claude_dir)
     both = "local s = require('claude_nvim').status() return s:find('2') and s"
     assert await eventually(user, both) == "Claude \N{MULTIPLICATION SIGN}2"
     assert await user.exec_lua("return vim.fn.getcompletion('ClaudeNvimSwitch ', 'cmdline')"
-                               ) == ["1", "2"]
-    for command, shown in [("ClaudeNvimSwitch", 0), ("ClaudeNvimSwitch", 1),
+                               ) == ["1", "2", "next"]
+    for command, shown in [("ClaudeNvimSwitch next", 0), ("ClaudeNvimSwitch next", 1),
                            ("ClaudeNvimSwitch 1", 0)]:
         await user.request("nvim_input", "<C-\\><C-n>")
         await user.request("nvim_command", command)

@@ -20,6 +20,7 @@ from claude_nvim._app import AlreadyServed, App
 from claude_nvim._core import CoreFeature
 from claude_nvim._errors import EditorError, EditorGone
 from claude_nvim._nvim import editor_for
+from claude_nvim._nvim.headless import headless_nvim
 from claude_nvim._plugins import load_tools
 from claude_nvim._selection import SelectionFeature
 from claude_nvim._tool import BOTH
@@ -103,7 +104,7 @@ async def test_lock_file_is_private_complete_and_removed_on_exit(nvim_address, n
         assert content == {
             "pid": nvim_pid,
             "workspaceFolders": [str(tmp_path)],
-            "ideName": "Neovim",
+            "ideName": f"Neovim \N{MIDDLE DOT} {tmp_path.name}",  # as claude's /ide lists it
             "transport": "ws",
             "authToken": app.token,
         }
@@ -113,6 +114,28 @@ async def test_lock_file_is_private_complete_and_removed_on_exit(nvim_address, n
         assert sorted(lock_dir.iterdir()) == sorted([path, *for_claude])
         assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in for_claude)
     assert list(lock_dir.iterdir()) == []  # all gone with the server
+
+
+async def test_ide_names_the_project_and_tells_two_neovims_on_it_apart(app, nvim, tmp_path):
+    def name(path):
+        return json.loads(path.read_text())["ideName"]
+
+    assert name(app.lock_path) == f"Neovim \N{MIDDLE DOT} {tmp_path.name}"
+    # Another Neovim on the same project: claude's /ide would show two same entries.
+    with headless_nvim(cwd=tmp_path) as (other_address, _process):
+        async with running_app(other_address, lock_directory=app.lock_directory) as other:
+            assert name(other.lock_path) == f"Neovim \N{MIDDLE DOT} {tmp_path.name} (2)"
+            assert name(app.lock_path) == f"Neovim \N{MIDDLE DOT} {tmp_path.name}"
+            # The name follows Neovim's cwd.
+            project = tmp_path / "parser project"
+            project.mkdir()
+            await nvim.exec_lua("vim.fn.chdir(...)", str(project))
+            with trio.fail_after(5):
+                while name(app.lock_path) != "Neovim \N{MIDDLE DOT} parser project":
+                    await trio.sleep(0.01)
+            # The locks of claude-nvim by either name are found (claude-nvim claude, mcp).
+            assert {lock.port for lock in lockfile.read_locks(app.lock_directory)} == {
+                app.port, other.port}
 
 
 async def test_default_token_is_random_and_long(nvim_address, tmp_path):

@@ -32,9 +32,13 @@ local defaults = {
   python = nil,   -- the Python for the private install; nil: python3.13 ... python3.11, python3
   packages = {},  -- tool packages for the private install too (pip specs: paths, git+https://)
   start_server = 'startup',  -- 'startup': once a UI is up; 'first_use': at the first command
-  terminal = { position = 'right', size = 0.4 },  -- right left bottom top float tab; <1: a share
+  terminal = { position = 'right', size = 0.4,  -- right left bottom top float tab; <1: a share
+               bar = true },  -- the Claude window's bar: the Claudes, the shown one marked
   -- open_in: 'tab' or 'current'; layout: 'vertical', 'horizontal' or 'inline'
   diff = { open_in = 'tab', keep_focus = false, layout = 'vertical' },
+  editor = true,  -- claude's editor (Ctrl+G: the prompt; plans, memory) is this Neovim
+  notify = true,  -- say when a Claude out of sight waits for you or is done
+  bell = false,   -- and ring the terminal's bell
 }
 
 --- The options in force: the defaults with setup()'s `opts` over them.
@@ -44,7 +48,7 @@ M.config = vim.deepcopy(defaults)
 -- Publish the options the server's Lua reads (it runs without this plugin too).
 local function publish()
   vim.g.claude_nvim_opts = { diff = M.config.diff, python = M.config.python,
-                             packages = M.config.packages }
+                             packages = M.config.packages, editor = M.config.editor }
 end
 
 --- Configure the plugin (lazy.nvim calls it with the spec's `opts`).
@@ -107,14 +111,17 @@ local function ready_server()
   return info and type(info.claude) == 'table' and info or nil
 end
 
---- For statuslines: "" when no Claude is connected, else e.g. "Claude" or "Claude ×2 · 1 diff",
---- "Claude · 3 files to review" (its last turn's changes, until :ClaudeNvimReview).
+--- For statuslines: "" when no Claude is connected, else e.g. "Claude", "Claude · waiting",
+--- "Claude ×2 · Claude 2 waiting", "Claude ×2 · 1 diff" or "Claude · 3 files to review" (its
+--- last turn's changes, until :ClaudeNvimReview).
 ---@return string
 function M.status()
   local info = server()
   local count = info and tonumber(info.clients) or 0
   if count == 0 then return '' end
   local text = count > 1 and ('Claude ×' .. count) or 'Claude'
+  local states = require('claude_nvim.claudes').states(info.claudes, count)
+  if states then text = text .. ' · ' .. states end
   local diffs = package.loaded['claude_nvim.diffs']
   local pending = type(diffs) == 'table' and diffs.pending and diffs.pending() or 0
   if pending > 0 then text = text .. ' · ' .. pending .. (pending > 1 and ' diffs' or ' diff') end
@@ -204,6 +211,22 @@ function M.mention(deliver)
   end
   M.when_ready(function() deliver(package.loaded['claude_nvim.mentions']) end,
     function(why) tell('nothing sent: ' .. why, 'WARN') end)
+end
+
+--- Send files to Claude, as :ClaudeNvimAdd does (pickers' actions use it: claude_nvim.pickers):
+--- `items` = paths, or { path = ..., line = n, end_line = m } (lines 1-based, optional).
+function M.add(items)
+  local list = {}
+  for _, item in ipairs(items) do
+    if type(item) == 'string' then item = { path = item } end
+    if type(item) == 'table' and type(item.path) == 'string' and item.path ~= '' then
+      local line = tonumber(item.line)
+      line = line and line > 0 and line or nil
+      list[#list + 1] = { item.path, line, line and (tonumber(item.end_line) or line) }
+    end
+  end
+  if #list == 0 then return tell('nothing to send', 'WARN') end
+  M.mention(function(mentions) mentions.add_all(list, 'files') end)
 end
 
 --- :ClaudeNvimInstall: (re)make the private install, without blocking Neovim.

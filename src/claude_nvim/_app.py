@@ -234,7 +234,8 @@ class App:
             self.claude_args += ["--settings", settings_argument()]
 
     def _write_lock(self, folders: list[str]) -> None:
-        content = lockfile.lock_content(self._lock_pid, folders, self.token)
+        name = lockfile.ide_name(folders, self.lock_directory, self.port)
+        content = lockfile.lock_content(self._lock_pid, folders, self.token, name)
         self.lock_path = lockfile.write_lock(self.lock_directory, self.port, content)
 
     async def _clean_up(self) -> None:
@@ -383,11 +384,12 @@ class App:
             log.warning("client %d says it is pid %s, which does not hold its connection: "
                         "it is matched to no terminal", connection.id, connection.client_pid)
         connection.label = claude.label()
+        connection.terminal = claude.terminal.buffer if claude.terminal else None
         log.info("client %d is %s (pid %s: %s)", connection.id, connection.label,
                  connection.client_pid, PROOF[claude.proven])
         self.hooks.listening(connection.id,
                              pid=connection.client_pid if claude.proven is not False else None,
-                             terminal=claude.terminal.buffer if claude.terminal else None,
+                             terminal=connection.terminal,
                              label=connection.label)
         return claude, keeper
 

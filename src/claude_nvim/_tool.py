@@ -105,6 +105,9 @@ class ConnectionInfo:
     label: str | None = None
     """How the user knows this Claude in Neovim ("the Claude in terminal buffer 5"), once it
     listens for notifications; ``None`` before, and for the model endpoint."""
+    terminal: int | None = None
+    """The Neovim terminal buffer this Claude runs in, once known (its name there may change:
+    Lua reads it from the buffer)."""
 
 
 @dataclass

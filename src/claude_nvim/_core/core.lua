@@ -804,11 +804,12 @@ end
 
 --- Start core for the server on channel `opts.chan`: the records of what Neovim last saw of
 --- each file and of the user's editor windows, and the workspace folders' changes.
---- `opts.max_file_bytes`: the limit of M.unloadable.
----@param opts {chan: integer, max_file_bytes?: integer}
+--- `opts.max_file_bytes`: the limit of M.unloadable; `opts.editor_script`: editor.lua's path.
+---@param opts {chan: integer, max_file_bytes?: integer, editor_script?: string}
 function M.setup(opts)
   M.chan = opts.chan
   M.max_file_bytes = opts.max_file_bytes or M.max_file_bytes
+  M.editor_script = opts.editor_script
   local group = api.nvim_create_augroup('claude_nvim', { clear = true })
   M.disk, known = {}, {}
   for _, buf in ipairs(api.nvim_list_bufs()) do M.remember(buf) end
@@ -870,7 +871,42 @@ function M.publish(port)
   local env = {}
   for _, var in ipairs({ 'CLAUDE_CODE_SSE_PORT', 'ENABLE_IDE_INTEGRATION', 'FORCE_CODE_TERMINAL',
                          'no_proxy', 'NO_PROXY' }) do env[var] = vim.env[var] end
+  local editor = M.editor_command()
+  if editor then  -- only for the claudes started with this: not in Neovim's environment
+    env.VISUAL, env.EDITOR = editor, editor
+    local own = vim.env.CLAUDE_NVIM_USER_EDITOR or vim.env.VISUAL or vim.env.EDITOR or ''
+    env.CLAUDE_NVIM_USER_EDITOR = own ~= editor and own or ''
+  end
   return { pid = vim.fn.getpid(), folders = M.workspace_folders(), env = env }
+end
+
+--- The command claude runs as its editor (Ctrl+G, plans, memory: $VISUAL and $EDITOR): this
+--- Neovim's nvim running editor.lua, which opens the file here (see that file); nil when
+--- vim.g.claude_nvim_opts.editor is false. claude splits the command on spaces, with no shell:
+--- a path with a space is reached through a symlink in a private directory without one.
+---@return string|nil
+function M.editor_command()
+  local opts = vim.g.claude_nvim_opts
+  if not M.editor_script or (type(opts) == 'table' and opts.editor == false) then return nil end
+  local dir = vim.fn.stdpath('run') .. '/claude-nvim'
+  local function spaceless(path, name)
+    if not path:find(' ', 1, true) then return path end
+    if dir:find(' ', 1, true) then return nil end
+    vim.fn.mkdir(dir, 'p', tonumber('700', 8))
+    local link = dir .. '/' .. name
+    uv.fs_unlink(link)
+    return uv.fs_symlink(path, link) and link or nil
+  end
+  -- This Neovim's binary, unless it runs through something else (a loader); named nvim in the
+  -- command, so that claude adds the line (+N).
+  local progpath = vim.v.progpath
+  if not vim.fs.basename(progpath):match('^nvim') then
+    progpath = vim.env.CLAUDE_NVIM_NVIM or vim.fn.exepath('nvim')
+  end
+  if progpath == '' then return nil end
+  local nvim = spaceless(progpath, 'nvim')
+  local script = spaceless(M.editor_script, 'editor.lua')
+  return nvim and script and (nvim .. ' -l ' .. script) or nil
 end
 
 --- Ready (the lock file is written): `claude` = {env, args}, what a claude started by anyone

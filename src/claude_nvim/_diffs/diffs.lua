@@ -158,7 +158,7 @@ local function escape(s) return (s:gsub('%%', '%%%%')) end
 
 -- Count what is left to decide in diff `d` (`new`: the proposal's lines, if at hand): its
 -- hunks not accepted, and the lines they add and remove. Inline, the marks too.
-local function count(d, new)
+local function tally(d, new)
   if d.resolved or not api.nvim_buf_is_valid(d.proposal) then return end
   local old = old_lines(d)
   new = new or api.nvim_buf_get_lines(d.proposal, 0, -1, false)
@@ -192,7 +192,7 @@ local function bar(d)
 end
 
 local function refresh(d, new)
-  count(d, new)
+  tally(d, new)
   bar(d)
 end
 
@@ -280,7 +280,7 @@ end
 
 -- Open diff `id`: a new tab with the target file (an empty scratch buffer for a new file)
 -- beside an editable proposal buffer that no :w can write to disk.
-function M.open(id, candidates, lines, tab_name, by)
+function M.open(id, candidates, lines, tab_name, by, by_terminal)
   -- The first candidate that exists on disk (it is an edit), else the first (a new file).
   local found = core.existing(candidates)
   local path, exists = found or core.absolute(candidates[1]), found ~= nil
@@ -340,6 +340,10 @@ function M.open(id, candidates, lines, tab_name, by)
   -- `by`: which Claude proposed it, named when several share this Neovim.
   local server = vim.g.claude_nvim_server
   local several = type(server) == 'table' and (tonumber(server.clients) or 0) > 1
+  -- The label the Neovim plugin keeps on its terminal, `by_terminal`, is its name now.
+  if type(by_terminal) == 'number' and api.nvim_buf_is_valid(by_terminal) then
+    by = vim.b[by_terminal].claude_nvim_label or by
+  end
   by = several and type(by) == 'string' and by or nil
   local tab = api.nvim_get_current_tabpage()
   api.nvim_tabpage_set_var(tab, 'claude_nvim_tab_name', tab_name)

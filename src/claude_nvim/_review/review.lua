@@ -45,7 +45,9 @@ local function file_bytes(buf)
   if not empty and (bo.eol or (bo.fixeol and not bo.binary)) then text = text .. nl end
   local fenc = bo.fileencoding
   if bo.bomb and (fenc == '' or fenc:match('^utf%-?8')) then text = '\239\187\191' .. text end
-  if fenc ~= '' and not fenc:match('^utf%-?8$') then text = vim.iconv(text, 'utf-8', fenc) or text end
+  if fenc ~= '' and not fenc:match('^utf%-?8$') then
+    text = vim.iconv(text, 'utf-8', fenc) or text
+  end
   return text
 end
 
@@ -56,7 +58,9 @@ local function to_text(data, buf)
   if data == nil or data == '' then return '' end
   local bo = buf and vim.bo[buf]
   local fenc = bo and bo.fileencoding or ''
-  if fenc ~= '' and not fenc:match('^utf%-?8$') then data = vim.iconv(data, fenc, 'utf-8') or data end
+  if fenc ~= '' and not fenc:match('^utf%-?8$') then
+    data = vim.iconv(data, fenc, 'utf-8') or data
+  end
   if data:sub(1, 3) == '\239\187\191' then data = data:sub(4) end
   if data:find('\r', 1, true) then
     local ff = bo and bo.fileformat
@@ -308,7 +312,6 @@ local function present(i)
   if api.nvim_win_get_buf(v.main) ~= loaded then api.nvim_win_set_buf(v.main, loaded) end
   v.presenting = false
   local layout = diffs.options().layout
-  local name = vim.fn.fnamemodify(file.path, ':~:.')
   local added, removed = 0, 0
   for _, h in ipairs(file.hunks) do added, removed = added + h.count, removed + h.old_count end
   vim.wo[v.main].winbar = escape(('Claude\'s turn %d (%s) · file %d of %d · +%d −%d · %d hunk%s'
