@@ -28,6 +28,7 @@ from ._big_reads import BigReads
 from ._bufsync import BufsyncFeature
 from ._core import CommandsFeature, CoreFeature, max_file_bytes
 from ._diffs import DiffRegistry, DiffsFeature
+from ._errors import EditorGone, EditorTimeout
 from ._feature import Feature
 from ._hooks import TOOL as HOOK_TOOL
 from ._hooks import Hooks, HooksFeature, settings_argument
@@ -39,6 +40,7 @@ from ._mentions.claudes import Claude, Terminal
 from ._mentions.outboxes import Outboxes
 from ._nvim import lua
 from ._nvim.editor import Editor, parse_address
+from ._paths import PathMap
 from ._review import ReviewFeature
 from ._selection import SelectionFeature
 from ._tool import JSON, ConnectionInfo, Exposure, Tool, ToolContext
@@ -54,6 +56,7 @@ from ._wire.constants import (
 )
 from ._wire.websocket import Connection, ConnectionClosed, Request
 from ._wire.workers import Workers
+from ._writes import WritesFeature
 
 log = logging.getLogger(__name__)
 
@@ -70,13 +73,13 @@ CLIENT_VERSION = dict(zip(("major", "minor", "patch"), map(int, re.findall(r"\d+
 
 def built_in(*, max_file_bytes: int, on_folders: Callable[[list[str]], None],
              diff_registry: DiffRegistry, outboxes: Outboxes, replies: Replies,
-             hooks: Hooks) -> list[Feature]:
+             hooks: Hooks, writes: WritesFeature) -> list[Feature]:
     """The features the App runs, in order: core first (the others' Lua requires it)."""
     review = ReviewFeature(max_file_bytes, hooks.label_of)
     hooks.listeners.append(review.on_hook)
     return [CoreFeature(max_file_bytes, on_folders), LspFeature(replies), SelectionFeature(),
             DiffsFeature(diff_registry), MentionsFeature(outboxes), CommandsFeature(),
-            BufsyncFeature(), HooksFeature(hooks), review]
+            BufsyncFeature(), HooksFeature(hooks), review, writes]
 
 
 CLAUDE_FILES: dict[str, Callable[[int, str], str]] = {
@@ -115,8 +118,22 @@ class App:
         send_timeout: float = 30.0,
         mention_queue_seconds: float = mentions.QUEUE_SECONDS,
         max_file_mb: float | None = None,
+        paths: PathMap | None = None,
+        remote: bool = False,
+        claude_via: Mapping[str, Any] | None = None,
+        keepalive: float = 15.0,
     ) -> None:
         self.editor = editor
+        self.paths = paths or PathMap()
+        """Where Claude's paths are in Neovim and back (``serve --path-map``)."""
+        self.remote = remote
+        """Neovim runs on another host (or in another container) than this server and the
+        Claudes it serves: its pids, terminals and environment are not this host's."""
+        self.keepalive = keepalive
+        """Seconds between two checks that a remote Neovim still answers (and its timeout)."""
+        self.claude_via = claude_via
+        """How Neovim runs a ``claude`` here (``claude-nvim remote``'s transport), published
+        with the rest (``claude.via``): ``{"command": [...], "quote": bool, "cwd": str}``."""
         self.max_file_bytes = max_file_bytes(max_file_mb)
         """Tools refuse to make Neovim load larger files (default: $CLAUDE_NVIM_MAX_FILE_MB)."""
         self.handshake_timeout = handshake_timeout
@@ -147,12 +164,15 @@ class App:
         self._lock_pid = os.getpid()
         self._connection_ids = itertools.count(1)
         self.outboxes = Outboxes(mention_queue_seconds, self._tell)
+        self.writes = WritesFeature(remote, self.max_file_bytes)
+        """Files written here reach Neovim's buffers (when it is elsewhere)."""
         self.features: list[Feature] = built_in(
             max_file_bytes=self.max_file_bytes, on_folders=self._on_folders,
             diff_registry=self.diffs, outboxes=self.outboxes, replies=self.replies,
-            hooks=self.hooks)
+            hooks=self.hooks, writes=self.writes)
         """What runs in Neovim and what it sends, in order (see :class:`Feature`)."""
         for feature in self.features:
+            feature.paths = self.paths
             for event, handler in feature.notifications().items():
                 editor.on_notification(event, handler)
 
@@ -192,12 +212,17 @@ class App:
         async with trio.open_nursery() as nursery:
             for feature in self.features:
                 await feature.start(editor, nursery)
+            if self.remote:
+                nursery.start_soon(self._check_neovim)
             port = await nursery.start(partial(
                 websocket.serve, self._serve_client, self.requested_port,
                 max_message_size=MAX_MESSAGE_BYTES, handshake_timeout=self.handshake_timeout,
                 stall_timeout=self.send_timeout))
             self.port = port
-            info = await editor.call_lua(lua.CORE, "publish", self.port)
+            # Claude runs here, not in Neovim's terminals: its environment is this host's.
+            here = {k: os.environ.get(k, "") for k in ("no_proxy", "NO_PROXY")}
+            info = await editor.call_lua(lua.CORE, "publish", self.port,
+                                         here if self.remote else None)
             self.environment = dict(info["env"])
             self._lock_pid = self._choose_lock_pid(info["pid"])
             # In a thread: it connects to ports, and a stop must not wait for that.
@@ -209,14 +234,31 @@ class App:
             self._write_claude_files()
             self._write_lock(info["folders"])  # the lock file says "ready" to the CLI...
             # ... and this, to whoever starts a claude in Neovim.
+            claude = {"env": self.environment, "args": self.claude_args}
             await editor.call_lua(lua.CORE, "ready",
-                                  {"env": self.environment, "args": self.claude_args})
+                                  {**claude, "via": self.claude_via} if self.claude_via else claude)
             log.info("listening on ws://127.0.0.1:%d, lock file %s", self.port, self.lock_path)
             task_status.started(self.port)
+
+    async def _check_neovim(self) -> None:
+        """A remote Neovim's connection can die without closing (a laptop asleep, a network
+        gone): ask it something it answers at once (``nvim_get_mode``), now and then, and give
+        up on it, and remove the lock, when it does not answer."""
+        while True:
+            await trio.sleep(self.keepalive)
+            try:
+                await self.editor.request("nvim_get_mode", timeout=self.keepalive)
+            except EditorTimeout as exc:
+                raise EditorGone(f"Neovim did not answer in {self.keepalive:g} s: the connection "
+                                 "to it is down") from exc
 
     def _choose_lock_pid(self, nvim_pid: int) -> int:
         # A `claude` started in a :terminal of Neovim has Neovim among its ancestors, and the
         # editor's pid lives as long as the editor: use it when Neovim runs on this machine.
+        # Elsewhere its pid means nothing here, and the CLI would delete a lock naming a pid
+        # that is not alive on its host.
+        if self.remote:
+            return os.getpid()
         kind, where = parse_address(self.editor.address)
         local = kind == "socket" or where.get("address") in ("127.0.0.1", "localhost", "::1")
         return nvim_pid if local and lockfile.pid_alive(nvim_pid) else os.getpid()
@@ -235,7 +277,8 @@ class App:
 
     def _write_lock(self, folders: list[str]) -> None:
         name = lockfile.ide_name(folders, self.lock_directory, self.port)
-        content = lockfile.lock_content(self._lock_pid, folders, self.token, name)
+        content = lockfile.lock_content(self._lock_pid, [self.paths.to_claude(f) for f in folders],
+                                        self.token, name)
         self.lock_path = lockfile.write_lock(self.lock_directory, self.port, content)
 
     async def _clean_up(self) -> None:
@@ -313,7 +356,8 @@ class App:
     def _context(self, tool: Tool, connection: ConnectionInfo) -> ToolContext:
         editor: Editor = self.editor
         return ToolContext(tool, editor, self.diffs, connection, self._loggers[tool.name],
-                           self.big_reads, self.replies, self.hooks)
+                           self.big_reads, self.replies, self.hooks, self.paths,
+                           self.writes.written)
 
     async def _answer(self, ws: Connection, session: McpSession, message: str | bytes,
                       scope: trio.CancelScope) -> None:
@@ -361,7 +405,8 @@ class App:
         Claude that keeps that terminal when this one claims it without proof (it then runs
         in none)."""
         terminals: list[Terminal] = []
-        if connection.client_pid is not None:
+        # A remote Claude's pid is another host's: no terminal of Neovim runs it.
+        if connection.client_pid is not None and not self.remote:
             with contextlib.suppress(Exception):
                 found = await self.editor.call_lua(mentions.MODULE, "terminals")
                 terminals = [Terminal(t["buf"], t["pid"], str(t.get("name", "")),

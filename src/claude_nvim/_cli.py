@@ -26,8 +26,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.claude_args = claude_args
     try:
         # `claude` owns the terminal: logging there would scribble over its screen.
-        _configure_logging(args.log_level, args.log_file,
-                           to_stderr=getattr(args, "command", None) != "claude")
+        command = getattr(args, "command", None)
+        _configure_logging(args.log_level, args.log_file, to_stderr=not (
+            command == "claude" or (command == "remote" and not args.serve)))
     except OSError as exc:
         return fail(f"cannot open the log file ({exc.strerror}: {exc.filename}); "
                     "choose another --log-file")
@@ -59,12 +60,21 @@ def _parser() -> argparse.ArgumentParser:
     serve.set_defaults(command="serve")
     where = serve.add_mutually_exclusive_group()
     where.add_argument("--nvim", metavar="ADDR",
-                       help="Neovim's RPC address: socket path, named pipe or host:port "
-                            "(default: $NVIM, set inside Neovim's :terminal)")
+                       help="Neovim's RPC address: socket path, named pipe or host:port, or - "
+                            "for stdin and stdout (default: $NVIM, set inside Neovim's :terminal)")
     where.add_argument("--headless", action="store_true",
                        help="start a private headless Neovim (--clean) in this directory")
     serve.add_argument("--port", type=_port, default=0,
                        help="port on 127.0.0.1 (default: a free one)")
+    serve.add_argument("--path-map", metavar="CLAUDE=NEOVIM", action="append", default=[],
+                       help="a directory of this host (Claude's) and where Neovim has it, for "
+                            "Neovim on another host or Claude in a container (repeatable; the "
+                            "longest prefix wins); implies --remote")
+    serve.add_argument("--remote", action="store_true",
+                       help="Neovim runs on another host or in another container (implied by "
+                            "--path-map and --nvim -): the lock names this process, Neovim's "
+                            "environment is left alone")
+    serve.add_argument("--claude-via", help=argparse.SUPPRESS)  # claude-nvim remote's
     _add_disable(serve)
 
     claude = sub.add_parser(
@@ -80,6 +90,43 @@ def _parser() -> argparse.ArgumentParser:
     claude.set_defaults(command="claude")
     claude.add_argument("--nvim", metavar="ADDR", help="Neovim's RPC address (default: $NVIM)")
     claude.set_defaults(disable=[])
+
+    remote = sub.add_parser(
+        "remote", parents=[logging_options],
+        help="run Claude on another host or in a container, connected to this Neovim",
+        description="Reach TARGET (over SSH, or with --via a command such as docker exec -i "
+                    "box), check that claude-nvim, Python and claude are there, let the server "
+                    "there reach this Neovim (its socket forwarded as a private Unix socket, or "
+                    "relayed), start claude-nvim serve there with the path map and run claude "
+                    "there in this terminal; stop it all when claude exits. The arguments "
+                    "after TARGET are claude's.",
+        usage="claude-nvim remote [options] TARGET [claude's options and arguments ...]")
+    remote.set_defaults(command="remote")
+    remote.add_argument("target", metavar="TARGET",
+                        help="[user@]host[:PATH], ssh://[user@]host[:port][/PATH], "
+                             "docker://CONTAINER[/PATH], podman://CONTAINER[/PATH]; with --via, "
+                             "only the PATH there (PATH: where Claude works; by default the "
+                             "path map takes it as Neovim's working directory)")
+    remote.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    remote.add_argument("--nvim", metavar="ADDR",
+                        help="Neovim's RPC socket (default: $NVIM)")
+    remote.add_argument("--path-map", metavar="CLAUDE=NEOVIM", action="append", default=[],
+                        help="a directory there and where Neovim has it (repeatable; default: "
+                             "PATH=Neovim's working directory)")
+    remote.add_argument("--serve", action="store_true",
+                        help="only the server, until Neovim or the connection goes (the Neovim "
+                             "plugin runs the claudes itself)")
+    remote.add_argument("--ssh", metavar="CMD", default="ssh",
+                        help="the ssh command and its options (default: ssh)")
+    remote.add_argument("--via", metavar="CMD",
+                        help="a command that runs its arguments where Claude runs, stdin and "
+                             "stdout piped (e.g. 'kubectl exec -i pod --'); TARGET is the PATH")
+    remote.add_argument("--via-tty", metavar="CMD",
+                        help="the same with a terminal, for claude (default: --via's)")
+    remote.add_argument("--remote-command", metavar="CMD", default="claude-nvim",
+                        help="claude-nvim there (default: claude-nvim)")
+    remote.add_argument("--remote-claude", metavar="CMD", default="claude",
+                        help="claude there (default: claude)")
 
     mcp = sub.add_parser(
         "mcp", parents=[logging_options],

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ._nvim.lua import LuaModule
+from ._paths import PathMap
 
 if TYPE_CHECKING:
     import trio
@@ -47,6 +48,9 @@ class Feature:
     lua: LuaModule | None = None
     """Its Lua module, with ``setup(opts)`` and ``stop()``: usually
     ``shared_module(__name__, "<name>")``, ``<name>.lua`` in the feature's folder."""
+    paths: PathMap = PathMap()
+    """Where Claude's paths are in Neovim and back: a path a feature sends to a client goes
+    through ``self.paths.to_claude`` (or ``to_claude_fields``). The App sets the server's."""
 
     def notifications(self) -> Mapping[str, NotificationHandler]:
         """The Neovim notifications it handles: event name -> handler."""

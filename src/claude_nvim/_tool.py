@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._big_reads import BigReads
 from ._errors import ToolError as ToolError
+from ._paths import PathMap
 from ._schema import Checker, SchemaError, compile_checker
 from ._wire import jsontext
 
@@ -125,6 +126,13 @@ class ToolContext:
     """Answers the tools' Lua sends later (a language server's): built-in tools use it."""
     hooks: Hooks
     """Where claude's hooks go (the built-in ``claude_nvim_hook`` tool)."""
+    paths: PathMap = field(default_factory=PathMap)
+    """Where Claude's paths are in Neovim and back (``serve --path-map``): a path from the
+    arguments goes to Neovim as ``ctx.paths.candidates(path)`` (or ``ctx.paths.to_neovim``), one
+    in an answer goes back as ``ctx.paths.to_claude(path)`` (or ``to_claude_fields(answer)``)."""
+    written: Callable[[str], None] = lambda path: None
+    """``ctx.written(path)``: the file at ``path`` (Claude's) was just written on Claude's host;
+    where Neovim runs elsewhere, its buffer is shown the new text (does nothing otherwise)."""
 
     async def call_lua(self, fn: str, *args: Any) -> Any:
         """Call ``fn`` of this tool's own Lua module in Neovim: one RPC round trip."""

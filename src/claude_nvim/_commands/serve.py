@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import sys
 from collections.abc import Callable
@@ -11,8 +12,9 @@ from collections.abc import Callable
 import trio
 
 from .._app import App
-from .._nvim import editor_for
+from .._nvim import STDIO, editor_for, open_to_others
 from .._nvim.headless import find_nvim, headless_nvim
+from .._paths import PathMap
 from . import fail, log
 from ._running import NO_NVIM, run_server, tools_to_serve
 
@@ -34,7 +36,19 @@ def run(args: argparse.Namespace) -> int:
             print(NO_NVIM.format(command="serve") + "\nOr try it with --headless.",
                   file=sys.stderr)
             return 2
-        app = App(editor_for(address), loaded.tools, port=args.port)
+        try:
+            paths = PathMap.parse(args.path_map)
+        except ValueError as exc:
+            print(f"claude-nvim serve: --path-map {exc}", file=sys.stderr)
+            return 2
+        via = json.loads(args.claude_via) if args.claude_via else None
+        remote = args.remote or bool(paths) or address == STDIO
+        if remote and (refusal := open_to_others(address)):
+            return fail(refusal)
+        # Tests make it short; a dead connection costs a lock that outlives it this long.
+        keepalive = float(os.environ.get("CLAUDE_NVIM_KEEPALIVE") or 15)
+        app = App(editor_for(address), loaded.tools, port=args.port, paths=paths, remote=remote,
+                  claude_via=via, keepalive=keepalive)
 
         async def serve(ready: Callable[[], None]) -> int:
             async with trio.open_nursery() as serving:

@@ -635,6 +635,29 @@ local function reload(buf, data, stat)
   return nil
 end
 
+--- Make `buf` show `data`, its file's bytes as they are elsewhere (on Claude's host, where
+--- Neovim's file is another copy: sshfs, scp://), as a reload would: the smallest change, one
+--- undo step, then unmodified; what Neovim knows of its own copy is left alone. Returns nil, or
+--- why it could not.
+---@param buf integer
+---@param data string
+---@return string? why
+function M.show(buf, data)
+  local text, read = decode(buf, data)
+  if text == nil then return read end
+  local bo = vim.bo[buf]
+  local modifiable = bo.modifiable
+  if not modifiable then bo.modifiable = true end
+  local ok, err = pcall(apply, buf, text)
+  if not modifiable then bo.modifiable = false end
+  if not ok then return tostring(err) end
+  for option, value in pairs(read) do
+    if bo[option] ~= value then bo[option] = value end
+  end
+  bo.modified = false
+  return nil
+end
+
 --- Bring `buf` up to date with its file if that changed on disk since Neovim last read or
 --- wrote it: the one way claude-nvim reloads a buffer. A buffer with unsaved changes is never
 --- touched; nor is it for a file Neovim must not read (M.unloadable), which it never opens.
@@ -845,20 +868,23 @@ function M.live_server()
   return info
 end
 
---- Listening on `port`: publish it to Neovim's environment so that `claude` started from any
---- :terminal connects here (docs/protocol.md §4).
+--- Listening on `port`: the environment a `claude` needs to connect here (docs/protocol.md §4),
+--- set in Neovim's own so that `claude` started from any :terminal connects here. `remote`: the
+--- server runs on another host, where claude runs too: its no_proxy and NO_PROXY there, and
+--- nothing is set here.
 ---@param port integer
+---@param remote table<string, string>|nil
 ---@return {pid: integer, folders: string[], env: table<string, string>}
-function M.publish(port)
+function M.publish(port, remote)
+  if remote == vim.NIL then remote = nil end
   M.port = port
   local info = vim.g.claude_nvim_server or {}
   info.port = port
   vim.g.claude_nvim_server = info
-  vim.env.CLAUDE_CODE_SSE_PORT = tostring(port)
-  vim.env.ENABLE_IDE_INTEGRATION = 'true'
-  vim.env.FORCE_CODE_TERMINAL = 'true'
+  local env = { CLAUDE_CODE_SSE_PORT = tostring(port), ENABLE_IDE_INTEGRATION = 'true',
+                FORCE_CODE_TERMINAL = 'true' }
   for _, var in ipairs({ 'no_proxy', 'NO_PROXY' }) do
-    local value = vim.env[var] or ''
+    local value = (remote or vim.env)[var] or ''
     local have = {}
     for _, host in ipairs(vim.split(value, ',', { trimempty = true })) do
       have[vim.trim(host)] = true
@@ -866,12 +892,12 @@ function M.publish(port)
     for _, host in ipairs({ 'localhost', '127.0.0.1', '::1' }) do
       if not have[host] then value = value == '' and host or (value .. ',' .. host) end
     end
-    vim.env[var] = value
+    env[var] = value
   end
-  local env = {}
-  for _, var in ipairs({ 'CLAUDE_CODE_SSE_PORT', 'ENABLE_IDE_INTEGRATION', 'FORCE_CODE_TERMINAL',
-                         'no_proxy', 'NO_PROXY' }) do env[var] = vim.env[var] end
-  local editor = M.editor_command()
+  if not remote then
+    for var, value in pairs(env) do vim.env[var] = value end
+  end
+  local editor = not remote and M.editor_command()
   if editor then  -- only for the claudes started with this: not in Neovim's environment
     env.VISUAL, env.EDITOR = editor, editor
     local own = vim.env.CLAUDE_NVIM_USER_EDITOR or vim.env.VISUAL or vim.env.EDITOR or ''

@@ -35,6 +35,8 @@ class Diff:
     status: Status = "pending"
     text: str | None = None
     """The accepted text, with the user's edits."""
+    path: str = ""
+    """The file, as the CLI named it (Claude's path)."""
     done: trio.Event = field(default_factory=trio.Event)
 
 

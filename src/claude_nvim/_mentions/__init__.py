@@ -53,7 +53,8 @@ class MentionsFeature(Feature):
             mentions = [mentions]
         if self._nursery is None or not isinstance(mentions, list):
             return
-        messages = [notification("at_mentioned", m) for m in mentions if isinstance(m, dict)]
+        messages = [notification("at_mentioned", self.paths.to_claude_fields(m))
+                    for m in mentions if isinstance(m, dict)]
         buffers = [b for b in recent if isinstance(b, int)] if isinstance(recent, list) else []
         names = {int(b): str(label) for b, label in labels.items() if str(b).isdigit()
                  } if isinstance(labels, dict) else {}

@@ -17,9 +17,12 @@ install them; :mod:`.headless`, a private headless Neovim. Their errors are in
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
 
 from .editor import DEFAULT_TIMEOUT, Editor, parse_address
+from .editor import STDIO as STDIO
 from .scheduler import MAX_IN_FLIGHT
 from .socket import SocketEditor
 
@@ -31,3 +34,38 @@ def editor_for(address: str, *, timeout: float = DEFAULT_TIMEOUT,
         from .pipe import PynvimEditor  # named pipes: trio has no client for them
         return PynvimEditor(address, timeout=timeout, max_in_flight=max_in_flight)
     return SocketEditor(address, timeout=timeout, max_in_flight=max_in_flight)
+
+
+def open_to_others(address: str) -> str | None:
+    """Why the Neovim at ``address`` is open to other users of this host, or None.
+
+    A server for a Neovim on another host reaches it through a forwarded socket (``ssh -R``):
+    whoever can connect to that can run any command as the user, on the user's machine. So it
+    must be a socket of this user's that no one else may open, or one in such a directory. A
+    TCP address is open to every process of the host; stdin and stdout are private.
+    """
+    kind, where = parse_address(address)
+    if kind == "stdio":
+        return None
+    if kind == "tcp":
+        return (f"Neovim's address {address} is a TCP port, which every user of this host can "
+                "connect to (and run commands as you in Neovim): forward Neovim's socket as a "
+                "Unix socket instead (claude-nvim remote does)")
+    path = where["path"]
+    try:
+        info = os.lstat(path)
+        folder = os.lstat(os.path.dirname(os.path.abspath(path)))
+    except OSError as exc:
+        return f"cannot check Neovim's socket {path}: {exc.strerror}"
+    mine = os.geteuid()
+    if not stat.S_ISSOCK(info.st_mode) or info.st_uid != mine:
+        return f"{path} is not a socket of yours"
+    if stat.S_IMODE(info.st_mode) & 0o077 == 0:
+        return None
+    if (folder.st_uid == mine and stat.S_ISDIR(folder.st_mode)
+            and stat.S_IMODE(folder.st_mode) & 0o077 == 0):
+        return None
+    return (f"Neovim's socket {path} (mode {stat.S_IMODE(info.st_mode):o}, in a directory of "
+            f"mode {stat.S_IMODE(folder.st_mode):o}) is open to other users, who could run "
+            "commands as you in Neovim: keep sshd's StreamLocalBindMask at 0177 (its default) "
+            "or put the socket in a directory of mode 700")

@@ -10,6 +10,10 @@ named pipes.
 from __future__ import annotations
 
 import logging
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import msgpack
@@ -52,10 +56,14 @@ class SocketEditor(EditorBase):
         except OSError as exc:
             raise EditorGone(f"cannot reach Neovim at {self.address}: {exc}") from exc
         try:
-            async with trio.open_nursery() as nursery:
+            receive: Callable[[int], Awaitable[bytes | bytearray]] = stream.receive_some
+            send: Callable[[bytes], Awaitable[None]] = stream.send_all  # stdin and stdout
+            if isinstance(stream, trio.SocketStream):
                 # The socket itself: the stream's wrappers cost 2-4 µs a call.
-                nursery.start_soon(self._read, stream.socket)
-                nursery.start_soon(self._write, stream.socket)
+                receive, send = stream.socket.recv, partial(send_all, stream.socket)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._read, receive)
+                nursery.start_soon(self._write, send)
                 nursery.start_soon(self._expire_calls)
                 self._connected = True
                 self._channel_id = (await self.request("nvim_get_api_info"))[0]
@@ -66,13 +74,13 @@ class SocketEditor(EditorBase):
             with trio.CancelScope(shield=True):
                 await stream.aclose()
 
-    async def _read(self, socket: trio.socket.SocketType) -> None:
+    async def _read(self, receive: Callable[[int], Awaitable[bytes | bytearray]]) -> None:
         unpacker = msgpack.Unpacker(unicode_errors="surrogateescape", ext_hook=_handle_from_ext,
                                     max_buffer_size=0)
         while True:
             try:
-                data = await socket.recv(RECEIVE_BYTES)
-            except OSError as exc:
+                data = await receive(RECEIVE_BYTES)
+            except (OSError, trio.BrokenResourceError) as exc:
                 raise EditorGone(f"Neovim connection failed: {exc}") from exc
             if not data:
                 raise EditorGone("Neovim closed the connection")
@@ -80,7 +88,7 @@ class SocketEditor(EditorBase):
             for message in unpacker:
                 self._received(message)
 
-    async def _write(self, socket: trio.socket.SocketType) -> None:
+    async def _write(self, send: Callable[[bytes], Awaitable[None]]) -> None:
         # One writer that sends everything queued since its last write in one go: much
         # faster under load than each task sending under a lock (measured).
         while True:
@@ -90,8 +98,8 @@ class SocketEditor(EditorBase):
             data = b"".join(batch)
             del batch
             try:
-                await send_all(socket, data)
-            except OSError as exc:
+                await send(data)
+            except (OSError, trio.BrokenResourceError) as exc:
                 raise EditorGone(f"Neovim connection failed: {exc}") from exc
             # Free a big request now, not when the next small one wakes us: unmapping
             # megabytes takes milliseconds, which that request would wait.
@@ -135,8 +143,11 @@ class SocketEditor(EditorBase):
             self._send(self._packer.pack([NOTIFICATION, method, args]))
 
 
-async def _connect(address: str) -> trio.SocketStream:
+async def _connect(address: str) -> trio.abc.Stream:
     kind, where = parse_address(address)
+    if kind == "stdio":  # a relay's pipes; nothing else of ours writes to stdout
+        return trio.StapledStream(trio.lowlevel.FdStream(os.dup(sys.stdout.fileno())),
+                                  trio.lowlevel.FdStream(os.dup(sys.stdin.fileno())))
     if kind == "tcp":
         return await trio.open_tcp_stream(where["address"], where["port"])  # sets TCP_NODELAY
     return await trio.open_unix_socket(where["path"])

@@ -128,7 +128,7 @@ class SelectionFeature(Feature):
 
     def _update(self, args: list[Any]) -> None:
         if args and isinstance(args[0], dict):
-            self.tracker.update(args[0])
+            self.tracker.update(self.paths.to_claude_fields(args[0]))
 
     async def push(self, send: Send) -> None:
         version = 0

@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._paths import candidate_paths
 from .._tool import JSON, ToolContext, ToolError, ToolResult, json_result
 
 
@@ -64,12 +63,12 @@ POSITION_SCHEMA: JSON = {
 }
 
 
-def file_request(args: JSON) -> JSON:
+def file_request(ctx: ToolContext, args: JSON) -> JSON:
     """The Lua request for ``args["filePath"]`` (and ``line``/``character`` when given)."""
     path = args["filePath"]
     if not path.strip():
         raise ToolError("Invalid arguments: 'filePath' must not be empty")
-    request: JSON = {"candidates": candidate_paths(path)}
+    request: JSON = {"candidates": ctx.paths.candidates(path)}
     for key in ("line", "character"):
         if key in args:
             request[key] = args[key]
@@ -87,7 +86,7 @@ async def run(ctx: ToolContext, request: JSON, limits: Limits = DEFAULT_LIMITS) 
     }
     value: Any = await ctx.replies.call(ctx.editor, ctx.tool.lua_module, "run",
                                         {**request, **bounds}, timeout=limits.request_timeout)
-    return json_result(ordered(value))
+    return json_result(ordered(ctx.paths.to_claude_fields(value)))
 
 
 KEY_ORDER = ("uri", "name", "kind", "containerName", "detail", "range", "start", "end", "line",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from .._paths import candidate_paths
 from .._tool import IDE, JSON, Register, Tool, ToolContext, ToolResult, json_result
 from ..hookspecs import hookimpl
 from . import FILE_PATH_INPUT, not_open
@@ -22,10 +21,11 @@ return M
 
 
 async def check_document_dirty(ctx: ToolContext, args: JSON) -> ToolResult:
-    found = await ctx.call_lua("check", candidate_paths(args["filePath"]))
+    found = await ctx.call_lua("check", ctx.paths.candidates(args["filePath"]))
     if found is None:
         return not_open(args["filePath"])
-    return json_result({"success": True, **found, "isUntitled": False})
+    return json_result({"success": True, **ctx.paths.to_claude_fields(found),
+                        "isUntitled": False})
 
 
 TOOL = Tool(

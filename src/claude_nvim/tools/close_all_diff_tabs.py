@@ -11,6 +11,8 @@ async def close_all_diff_tabs(ctx: ToolContext, args: JSON) -> ToolResult:
     # Only this connection's diffs: one session's prompt must not cancel another's review.
     mine = ctx.diffs.owned_by(ctx.connection.id)
     for diff in mine:
+        if diff.status == "accepted":  # the CLI has written it: Neovim's copy may not show it
+            ctx.written(diff.path)
         await dismiss(ctx.editor, ctx.diffs, diff)
     return text_result(f"CLOSED_{len(mine)}_DIFF_TABS")
 

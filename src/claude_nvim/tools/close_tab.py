@@ -10,6 +10,8 @@ from ..hookspecs import hookimpl
 async def close_tab(ctx: ToolContext, args: JSON) -> ToolResult:
     diff = ctx.diffs.find(args["tab_name"])
     if diff is not None:
+        if diff.status == "accepted":  # the CLI has written it: Neovim's copy may not show it
+            ctx.written(diff.path)
         await dismiss(ctx.editor, ctx.diffs, diff)
     return text_result("TAB_CLOSED")
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from functools import partial
 
 from .._nvim.lua import read_lua
-from .._paths import candidate_paths
 from .._tool import JSON, MODEL, Register, Tool, ToolContext, ToolError, ToolResult
 from ..hookspecs import hookimpl
 from . import lua_answer
@@ -21,9 +20,9 @@ async def get_buffer_text(ctx: ToolContext, args: JSON, *, max_lines: int,
     if not path.strip():
         raise ToolError("Invalid arguments: 'filePath' must not be empty")
     request = {k: args[k] for k in ("startLine", "endLine") if k in args}
-    answer = await ctx.call_lua("read", candidate_paths(path),
+    answer = await ctx.call_lua("read", ctx.paths.candidates(path),
                                 {**request, "max_lines": max_lines, "max_bytes": max_bytes})
-    return lua_answer(answer, ORDER)
+    return lua_answer(ctx.paths.to_claude_fields(answer), ORDER)
 
 
 def make_tool(*, max_lines: int = 2000, max_bytes: int = 100_000) -> Tool:

@@ -13,7 +13,7 @@ async def get_current_selection(ctx: ToolContext, args: JSON) -> ToolResult:
     payload = await read_full(ctx.editor, ctx.big_reads, "current")
     if payload is None:
         return json_result({"success": False, "message": "No active editor found"})
-    return json_result({"success": True, **payload})
+    return json_result({"success": True, **ctx.paths.to_claude_fields(payload)})
 
 
 TOOL = Tool(

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 from .._nvim.lua import read_lua
-from .._paths import candidate_paths
+from .._paths import PathMap
 from .._tool import BOTH, JSON, Register, Tool, ToolContext, ToolResult, text_result
 from ..hookspecs import hookimpl
 
@@ -17,14 +19,30 @@ async def get_diagnostics(ctx: ToolContext, args: JSON) -> ToolResult:
     uri = args.get("uri")
     if uri:
         # The CLI only trusts an answer whose uri is exactly the one it sent.
-        return text_result("[" + await ctx.call_lua("for_file", uri, candidate_paths(uri)) + "]")
+        return text_result("[" + await ctx.call_lua("for_file", uri, ctx.paths.candidates(uri))
+                           + "]")
     async with ctx.big_read():  # it may be megabytes
         part = await ctx.call_lua("all", 1, SLICE_MS)
         files: list[str] = part["files"]
         while part.get("next") is not None:  # a slice of the buffers per call: see M.all
             part = await ctx.call_lua("all", part["next"], SLICE_MS)
             files += part["files"]
+        if ctx.paths:
+            files = [_uri_to_claude(ctx.paths, file) for file in files]
         return text_result("[" + ",".join(files) + "]")
+
+
+_URI_START = len('{"uri":')
+
+
+def _uri_to_claude(paths: PathMap, file: str) -> str:
+    """One file's JSON from Lua (``{"uri":"file://...","diagnostics":[...]}``) with its URI on
+    Claude's side: only that string is decoded, not the diagnostics after it."""
+    uri, end = _DECODER.raw_decode(file, _URI_START)
+    return file[:_URI_START] + json.dumps(paths.uri_to_claude(uri), ensure_ascii=False) + file[end:]
+
+
+_DECODER = json.JSONDecoder()
 
 
 TOOL = Tool(

@@ -14,7 +14,7 @@ async def get_latest_selection(ctx: ToolContext, args: JSON) -> ToolResult:
     payload = await read_full(ctx.editor, ctx.big_reads, "latest")
     if payload is None:
         return json_result({"success": False, "message": "No selection history"})
-    return json_result({"success": True, **payload})
+    return json_result({"success": True, **ctx.paths.to_claude_fields(payload)})
 
 
 TOOL = Tool(

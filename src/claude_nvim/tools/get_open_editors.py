@@ -44,7 +44,7 @@ return M
 
 
 async def get_open_editors(ctx: ToolContext, args: JSON) -> ToolResult:
-    return json_result({"tabs": await ctx.call_lua("list")})
+    return json_result({"tabs": ctx.paths.to_claude_fields(await ctx.call_lua("list"))})
 
 
 TOOL = Tool(

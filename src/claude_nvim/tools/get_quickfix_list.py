@@ -17,7 +17,7 @@ ORDER = ("list", "title", "current", "truncated", "total", "items", "uri", "line
 async def get_quickfix_list(ctx: ToolContext, args: JSON, *, max_items: int,
                             max_text_bytes: int) -> ToolResult:
     answer = await ctx.call_lua("get", args.get("list", "quickfix"), max_items, max_text_bytes)
-    return lua_answer(answer, ORDER)
+    return lua_answer(ctx.paths.to_claude_fields(answer), ORDER)
 
 
 def make_tool(*, max_items: int = 200, max_text_bytes: int = 500) -> Tool:

@@ -21,7 +21,7 @@ end
 
 async def lsp_definition(ctx: ToolContext, args: JSON,
                          limits: lsp.Limits = lsp.DEFAULT_LIMITS) -> ToolResult:
-    return await lsp.run(ctx, lsp.file_request(args), limits)
+    return await lsp.run(ctx, lsp.file_request(ctx, args), limits)
 
 
 def make_tool(limits: lsp.Limits = lsp.DEFAULT_LIMITS) -> Tool:

@@ -23,7 +23,7 @@ end
 
 async def lsp_references(ctx: ToolContext, args: JSON,
                          limits: lsp.Limits = lsp.DEFAULT_LIMITS) -> ToolResult:
-    request = lsp.file_request(args)
+    request = lsp.file_request(ctx, args)
     request["includeDeclaration"] = args.get("includeDeclaration", True)
     return await lsp.run(ctx, request, limits)
 

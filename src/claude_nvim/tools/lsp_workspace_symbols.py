@@ -30,7 +30,7 @@ end
 
 async def lsp_workspace_symbols(ctx: ToolContext, args: JSON,
                                 limits: lsp.Limits = lsp.DEFAULT_LIMITS) -> ToolResult:
-    request = lsp.file_request(args) if "filePath" in args else {}
+    request = lsp.file_request(ctx, args) if "filePath" in args else {}
     request["query"] = args["query"]
     return await lsp.run(ctx, request, limits)
 

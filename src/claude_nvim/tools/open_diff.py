@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from .._diffs import MODULE as DIFFS
 from .._diffs import forget_and_close, split_lines
-from .._paths import candidate_paths
 from .._tool import IDE, JSON, Register, Tool, ToolContext, ToolError, ToolResult, text_result
 from ..hookspecs import hookimpl
 
@@ -16,9 +15,10 @@ async def open_diff(ctx: ToolContext, args: JSON) -> ToolResult:
     tab_name = args["tab_name"]
     contents = args["new_file_contents"]
     diff = ctx.diffs.open(tab_name, ctx.connection.id, contents)
+    diff.path = args["new_file_path"]
     try:
         refusal = await ctx.editor.call_lua(DIFFS, "open", diff.id,
-                                            candidate_paths(args["new_file_path"]),
+                                            ctx.paths.candidates(args["new_file_path"]),
                                             split_lines(contents), tab_name,
                                             ctx.connection.label, ctx.connection.terminal)
         if refusal:

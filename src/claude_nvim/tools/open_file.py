@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from .._nvim.lua import read_lua
-from .._paths import candidate_paths
 from .._tool import (
     IDE,
     JSON,
@@ -34,11 +33,11 @@ async def open_file(ctx: ToolContext, args: JSON) -> ToolResult:
     for key in ("startText", "endText"):
         if args.get(key):  # an empty string means absent (the CLI sends "")
             options[key] = args[key]
-    opened = await ctx.call_lua("open", candidate_paths(args["filePath"]), options)
+    opened = await ctx.call_lua("open", ctx.paths.candidates(args["filePath"]), options)
     if "error" in opened:
         raise ToolError(opened["error"])
     if "json" in opened:
-        return json_result(opened["json"])
+        return json_result(ctx.paths.to_claude_fields(opened["json"]))
     return text_result(opened["text"])
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from .._paths import candidate_paths
 from .._tool import IDE, JSON, Register, Tool, ToolContext, ToolResult, json_result
 from ..hookspecs import hookimpl
 from . import FILE_PATH_INPUT, not_open
@@ -36,9 +35,10 @@ return M
 
 
 async def save_document(ctx: ToolContext, args: JSON) -> ToolResult:
-    saved = await ctx.call_lua("save", candidate_paths(args["filePath"]))
+    saved = await ctx.call_lua("save", ctx.paths.candidates(args["filePath"]))
     if saved is None:
         return not_open(args["filePath"])
+    saved = ctx.paths.to_claude_fields(saved)
     if "error" in saved:
         return json_result({"success": False, "filePath": saved["filePath"],
                             "message": f"Failed to save file: {saved['error']}"})

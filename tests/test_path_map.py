@@ -1,0 +1,210 @@
+"""The path map (``serve --path-map CLAUDE=NEOVIM``): Claude on another host or in a container
+names its files by its own paths, Neovim by its own, and every path that crosses between them
+is on the right side: the lock's folders, the notifications, each tool's arguments and answers.
+Against a real Neovim whose files are in ``tmp_path``, while Claude calls them /claude/ws."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+import trio
+
+from claude_nvim._paths import PathMap
+from claude_nvim._wire.constants import MODEL_PATH
+from claude_nvim.testing import mcp_client, running_app
+from helpers import PendingDiff, diff_args, edit, eventually
+
+CLAUDE = "/claude/ws"
+
+
+# The map itself
+
+
+def test_the_longest_prefix_wins_and_holds_whole_components_only():
+    paths = PathMap.parse(["/srv=/home/me/srv", "/srv/app=/mnt/app", "/srv/app/vendor=/opt/v"])
+    assert paths.to_neovim("/srv/app/x.py") == "/mnt/app/x.py"
+    assert paths.to_neovim("/srv/app/vendor/y.py") == "/opt/v/y.py"
+    assert paths.to_neovim("/srv/apple/z.py") == "/home/me/srv/apple/z.py"
+    assert paths.to_neovim("/srv/app") == "/mnt/app"
+    assert paths.to_claude("/mnt/app/x.py") == "/srv/app/x.py"
+    assert paths.to_claude("/mnt/application") == "/mnt/application"  # under no prefix
+
+
+def test_trailing_slashes_root_and_urls_on_neovims_side():
+    paths = PathMap.parse(["/workspace/=/home/me/p/", "/=/mnt/box", "/data=scp://box//data"])
+    assert paths.to_neovim("/workspace/a") == "/home/me/p/a"
+    assert paths.to_neovim("/etc/hosts") == "/mnt/box/etc/hosts"
+    assert paths.to_claude("/mnt/box") == "/"
+    assert paths.to_neovim("/data/x.csv") == "scp://box//data/x.csv"
+    assert paths.to_claude("scp://box//data/x.csv") == "/data/x.csv"
+    assert paths.uri_to_claude("file://scp://box//data/x.csv") == "file:///data/x.csv"
+    assert paths.uri_to_claude("untitled:1") == "untitled:1"
+
+
+def test_uris_and_their_percent_decoded_forms_are_mapped_to_neovims_candidates():
+    paths = PathMap.parse([f"{CLAUDE}=/home/me/ws"])
+    assert paths.candidates(f"file://{CLAUDE}/my%20file.py") == [
+        "/home/me/ws/my%20file.py", "/home/me/ws/my file.py"]
+    assert paths.candidates("relative/a.py") == ["relative/a.py"]  # Neovim's cwd decides
+
+
+def test_fields_of_a_message_are_mapped_by_name():
+    paths = PathMap.parse([f"{CLAUDE}=/home/me/ws"])
+    message = {"tabs": [{"uri": "file:///home/me/ws/a.py", "fileName": "/home/me/ws/a.py",
+                         "label": "/home/me/ws/a.py"}], "text": "/home/me/ws"}
+    assert paths.to_claude_fields(message) == {
+        "tabs": [{"uri": f"file://{CLAUDE}/a.py", "fileName": f"{CLAUDE}/a.py",
+                  "label": "/home/me/ws/a.py"}], "text": "/home/me/ws"}
+
+
+def test_without_prefixes_it_is_the_identity():
+    paths = PathMap()
+    message = {"filePath": "/a"}
+    assert not paths and paths.to_claude_fields(message) is message
+    assert paths.candidates("file:///a%20b") == ["/a%20b", "/a b"]
+
+
+@pytest.mark.parametrize("spec", ["/a", "=/b", "/a=", "relative=/b"])
+def test_a_bad_spec_says_what_it_should_be(spec):
+    with pytest.raises(ValueError, match=r"CLAUDE_SIDE=NEOVIM_SIDE|absolute"):
+        PathMap.parse([spec])
+
+
+def test_a_path_under_no_prefix_passes_and_the_log_says_so_once(caplog):
+    caplog.set_level(logging.INFO, logger="claude_nvim")
+    paths = PathMap.parse([f"{CLAUDE}=/home/me/ws"])
+    assert paths.to_neovim("/etc/a") == "/etc/a"
+    assert paths.to_neovim("/etc/b") == "/etc/b"
+    assert paths.to_claude("/usr/share/nvim/doc.txt") == "/usr/share/nvim/doc.txt"
+    said = [r.getMessage() for r in caplog.records if "under no --path-map" in r.getMessage()]
+    assert len(said) == 2 and "/etc/a" in said[0] and "/usr/share" in said[1]
+
+
+# Everything that crosses, against a real Neovim
+
+
+@pytest.fixture
+async def mapped(nvim_address, tmp_path):
+    """A server for the test Neovim (cwd ``tmp_path``) whose Claude calls it /claude/ws."""
+    async with running_app(nvim_address, lock_directory=tmp_path / "ide", remote=True,
+                           paths=PathMap.parse([f"{CLAUDE}={tmp_path}"])) as app:
+        yield app
+
+
+@pytest.fixture
+async def claude(mapped):
+    async with mcp_client(mapped.port, mapped.token) as client:
+        yield client
+
+
+@pytest.fixture
+def a_py(tmp_path):
+    path = tmp_path / "a.py"
+    path.write_text("one\ntwo\nthree\n")
+    return path
+
+
+async def test_the_lock_and_the_workspace_folders_are_claudes(mapped, claude):
+    lock = json.loads(mapped.lock_path.read_text())
+    assert lock["workspaceFolders"] == [CLAUDE]
+    assert lock["pid"] != await claude_pid_of_neovim(mapped)  # its pid is another host's
+    answer = await claude.call_json("getWorkspaceFolders")
+    assert answer["rootPath"] == CLAUDE
+    assert answer["folders"] == [{"name": "ws", "uri": f"file://{CLAUDE}", "path": CLAUDE,
+                                  "index": 0}]
+
+
+async def claude_pid_of_neovim(app) -> int:
+    return await app.editor.exec_lua("return vim.fn.getpid()")
+
+
+async def test_neovims_environment_is_left_alone(mapped, nvim):
+    record = await nvim.exec_lua("return vim.g.claude_nvim_server")
+    assert record["claude"]["env"]["CLAUDE_CODE_SSE_PORT"] == str(mapped.port)
+    assert await nvim.exec_lua("return vim.env.CLAUDE_CODE_SSE_PORT") is None
+
+
+async def test_selections_and_mentions_name_claudes_paths(claude, nvim, a_py):
+    await edit(nvim, a_py)
+    await nvim.request("nvim_win_set_cursor", 0, [2, 1])
+    note = await claude.next_notification("selection_changed")
+    while note["params"]["selection"]["start"] != {"line": 1, "character": 1}:
+        note = await claude.next_notification(
+            "selection_changed", after=claude.notifications.index(note) + 1)
+    assert note["params"]["filePath"] == f"{CLAUDE}/a.py"
+    assert note["params"]["fileUrl"] == f"file://{CLAUDE}/a.py"
+    current = await claude.call_json("getCurrentSelection")
+    assert (current["filePath"], current["fileUrl"]) == (f"{CLAUDE}/a.py",
+                                                        f"file://{CLAUDE}/a.py")
+    await nvim.request("nvim_command", "ClaudeNvimAdd a.py 2 3")
+    mention = await claude.next_notification("at_mentioned")
+    assert mention["params"] == {"filePath": f"{CLAUDE}/a.py", "lineStart": 1, "lineEnd": 2}
+
+
+DIAGNOSE = """
+vim.diagnostic.set(vim.api.nvim_create_namespace('t'), vim.fn.bufnr(...), {
+  { lnum = 1, col = 0, message = 'bad two', severity = vim.diagnostic.severity.ERROR } })
+"""
+
+
+async def test_diagnostics_are_asked_and_answered_in_claudes_uris(claude, nvim, a_py):
+    await edit(nvim, a_py)
+    await nvim.exec_lua(DIAGNOSE, str(a_py))
+    uri = f"file://{CLAUDE}/a.py"
+    (one,) = await claude.call_json("getDiagnostics", {"uri": uri})
+    assert one["uri"] == uri and [d["message"] for d in one["diagnostics"]] == ["bad two"]
+    (every,) = await claude.call_json("getDiagnostics")
+    assert every == one
+
+
+async def test_open_file_opens_neovims_copy_and_answers_claudes_path(claude, nvim, a_py):
+    quiet = await claude.call_json("openFile", {"filePath": f"{CLAUDE}/a.py",
+                                                "makeFrontmost": False})
+    assert quiet["filePath"] == f"{CLAUDE}/a.py"
+    await claude.call_tool("openFile", {"filePath": f"{CLAUDE}/a.py", "startLine": 2})
+    assert await nvim.exec_lua("return vim.api.nvim_buf_get_name(0)") == str(a_py)
+    tabs = (await claude.call_json("getOpenEditors"))["tabs"]
+    assert [(t["uri"], t["fileName"]) for t in tabs] == [(f"file://{CLAUDE}/a.py",
+                                                         f"{CLAUDE}/a.py")]
+
+
+async def test_dirty_checks_and_saves_take_and_give_claudes_paths(claude, nvim, a_py):
+    await edit(nvim, a_py)
+    await nvim.exec_lua("vim.api.nvim_buf_set_lines(0, 0, 1, false, {'ONE'})")
+    dirty = await claude.call_json("checkDocumentDirty", {"filePath": f"{CLAUDE}/a.py"})
+    assert (dirty["filePath"], dirty["isDirty"]) == (f"{CLAUDE}/a.py", True)
+    saved = await claude.call_json("saveDocument", {"filePath": f"{CLAUDE}/a.py"})
+    assert (saved["success"], saved["filePath"]) == (True, f"{CLAUDE}/a.py")
+    assert a_py.read_text() == "ONE\ntwo\nthree\n"
+
+
+@pytest.mark.parametrize("verdict", ["ClaudeNvimDiffAccept", "ClaudeNvimDiffDeny"])
+async def test_a_diff_of_claudes_path_shows_neovims_file(claude, nvim, a_py, verdict):
+    args = diff_args(f"{CLAUDE}/a.py", "one\n2\nthree\n")
+    async with trio.open_nursery() as nursery:
+        diff = PendingDiff(claude, args)
+        nursery.start_soon(diff.run)
+        shown = await eventually(nvim, """
+          for _, b in ipairs(vim.api.nvim_list_bufs()) do
+            if vim.b[b].claude_nvim_proposal then
+              vim.api.nvim_set_current_win(vim.fn.win_findbuf(b)[1])
+              return vim.api.nvim_buf_get_name(vim.fn.winbufnr(vim.fn.winnr('#')))
+            end
+          end""")
+        assert shown == str(a_py)
+        await nvim.request("nvim_command", verdict)
+        outcome = await diff.outcome()
+    assert outcome[0] == ("FILE_SAVED" if verdict.endswith("Accept") else "DIFF_REJECTED")
+
+
+async def test_the_model_endpoints_answers_name_claudes_paths(mapped, nvim, a_py):
+    await edit(nvim, a_py)
+    await nvim.exec_lua("vim.fn.setqflist({ { filename = ..., lnum = 2, text = 'here' } })",
+                        str(a_py))
+    async with mcp_client(mapped.port, mapped.token, path=MODEL_PATH) as model:
+        text = await model.call_json("getBufferText", {"filePath": f"{CLAUDE}/a.py"})
+        assert (text["uri"], text["text"]) == (f"file://{CLAUDE}/a.py", "one\ntwo\nthree")
+        (item,) = (await model.call_json("getQuickfixList"))["items"]
+        assert item["uri"] == f"file://{CLAUDE}/a.py"

@@ -1,0 +1,496 @@
+"""``claude-nvim remote``: Claude on another host (a real sshd of a second user, on loopback) or
+in a container (a mount namespace standing in for one), Neovim here. A stand-in claude there
+(tests/stand_in_claude.py) finds the server through its lock file, and every path crosses to
+the right side; what Claude writes there reaches Neovim's buffers; the forwarded socket is
+private; the tunnel's end removes the lock and a new start connects again. Where the machine
+cannot run sshd or namespaces, the tests say so and skip (remote_side.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shlex
+import signal
+import socket
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+
+from claude_nvim._commands._remote_parts import Probe, Target, parse_target
+from helpers import edit, environment, eventually
+from remote_side import (
+    STAND_IN,
+    Sshd,
+    StandIn,
+    container,
+    installation,
+    nsenter,
+    second_user,
+    shared_directory,
+    sshd,
+)
+
+LAUNCHER = [sys.executable, "-m", "claude_nvim", "remote"]
+A_PY, B_PY = "one\ntwo\nthree\n", "bee\n"
+READY = ("local s = vim.g.claude_nvim_server; return s and s.claude and s.claude.via and "
+         "{port = s.port, clients = s.clients or 0}")
+
+
+def workspace(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "a.py").write_text(A_PY)
+    (path / "b.py").write_text(B_PY)
+    return path
+
+
+# The scenario: everything that crosses, on each side.
+
+
+async def exercise(nvim, claude: StandIn, there: str, here: Path, *, copies: bool) -> None:
+    """Drive Neovim as the user and ``claude`` as the CLI; ``there`` is the workspace as
+    Claude's host has it, ``here`` as Neovim has it (``copies``: two copies of it, else one
+    shared mount)."""
+    connected = await claude.connected()
+    lock = (await claude.answer(await claude.send(lock=True)))["content"]
+    assert lock["workspaceFolders"] == [there] and connected["cwd"] == there
+    assert lock["ideName"] == "Neovim"
+
+    # A selection and a mention name Claude's paths.
+    await edit(nvim, here / "a.py")
+    await nvim.request("nvim_win_set_cursor", 0, [2, 1])
+    selected = await claude.notification(
+        "selection_changed", lambda p: p["selection"]["start"] == {"line": 1, "character": 1})
+    assert (selected["filePath"], selected["fileUrl"]) == (f"{there}/a.py",
+                                                          f"file://{there}/a.py")
+    await nvim.request("nvim_command", "ClaudeNvimAdd a.py 2 3")
+    mention = await claude.notification("at_mentioned")
+    assert mention == {"filePath": f"{there}/a.py", "lineStart": 1, "lineEnd": 2}
+
+    # getDiagnostics: asked with Claude's URI, answered with it.
+    await nvim.exec_lua("vim.diagnostic.set(vim.api.nvim_create_namespace('t'), 0, "
+                        "{ { lnum = 0, col = 0, message = 'not one', severity = 1 } })")
+    (one,) = await claude.call_json("getDiagnostics", {"uri": f"file://{there}/a.py"})
+    assert one["uri"] == f"file://{there}/a.py"
+    assert [d["message"] for d in one["diagnostics"]] == ["not one"]
+    assert await claude.call_json("getDiagnostics") == [one]
+
+    # openFile: Claude's path opens Neovim's file.
+    opened = await claude.call("openFile", {"filePath": f"{there}/b.py", "startLine": 1})
+    assert not opened.get("isError"), opened
+    assert await nvim.exec_lua("return vim.api.nvim_buf_get_name(0)") == str(here / "b.py")
+
+    # openDiff, rejected: Neovim's file is shown, nothing changes.
+    rejected = await diff(nvim, claude, there, here, "ONE\n", "ClaudeNvimDiffDeny")
+    assert rejected[0]["text"] == "DIFF_REJECTED"
+    # openDiff, accepted: the CLI writes the file there; Neovim's buffer shows it.
+    accepted = await diff(nvim, claude, there, here, "one\n2\nthree\n", "ClaudeNvimDiffAccept")
+    assert [item["text"] for item in accepted] == ["FILE_SAVED", "one\n2\nthree\n"]
+    await claude.answer(await claude.send(write=f"{there}/a.py", text="one\n2\nthree\n"))
+    await claude.call("close_tab", {"tab_name": "a.py (remote)"})
+    await shows(nvim, here / "a.py", ["one", "2", "three"])
+    # In auto mode there is no diff: the write alone reaches Neovim.
+    await claude.answer(await claude.send(write=f"{there}/b.py", text="bee\nsting\n"))
+    await shows(nvim, here / "b.py", ["bee", "sting"])
+    if copies:  # Neovim's copy itself is left alone
+        assert (here / "a.py").read_text() == A_PY and (here / "b.py").read_text() == B_PY
+
+
+async def diff(nvim, claude: StandIn, there: str, here: Path, contents: str, verdict: str):
+    number = await claude.send(call="openDiff", args={
+        "old_file_path": f"{there}/a.py", "new_file_path": f"{there}/a.py",
+        "new_file_contents": contents, "tab_name": "a.py (remote)"})
+    target = await eventually(nvim, """
+      for _, b in ipairs(vim.api.nvim_list_bufs()) do
+        if vim.b[b].claude_nvim_proposal then
+          vim.api.nvim_set_current_win(vim.fn.win_findbuf(b)[1])
+          return vim.api.nvim_buf_get_name(vim.fn.winbufnr(vim.fn.winnr('#')))
+        end
+      end""", timeout=20)
+    assert target == str(here / "a.py")
+    await nvim.request("nvim_command", verdict)
+    return (await claude.answer(number))["result"]["content"]
+
+
+async def shows(nvim, path: Path, lines: list[str]) -> None:
+    """Wait until ``path``'s buffer holds ``lines``, unmodified."""
+    await eventually(nvim, """
+      local buf = vim.fn.bufnr(select(1, ...))
+      return buf > 0 and not vim.bo[buf].modified
+        and vim.deep_equal(vim.api.nvim_buf_get_lines(buf, 0, -1, false), select(2, ...))
+    """, str(path), lines, timeout=20)
+
+
+# Over SSH
+
+
+@pytest.fixture
+def remote_user():
+    return second_user()
+
+
+@pytest.fixture
+def remote_home(remote_user):
+    """The second user's directory for this test: its workspace, claude-nvim, sshd files."""
+    home = shared_directory(remote_user, "claude-nvim-remote-")
+    yield home
+    subprocess.run(["rm", "-rf", str(home)], check=False)
+
+
+@pytest.fixture
+def remote_bin(remote_home, remote_user) -> Path:
+    """claude-nvim (and the stand-in claude) as the second user runs them."""
+    return installation(remote_home / "install", remote_user)
+
+
+@pytest.fixture
+def remote_ws(remote_home, remote_user) -> Path:
+    path = workspace(remote_home / "ws")
+    for item in (path, *path.iterdir()):
+        os.chown(item, remote_user.pw_uid, remote_user.pw_gid)
+    return path
+
+
+@pytest.fixture
+def ssh_server(tmp_path, remote_home, remote_user):
+    server_dir, client_dir = remote_home / "sshd", tmp_path / "ssh"
+    server_dir.mkdir()
+    client_dir.mkdir()
+    config = remote_home / "claude-config"
+    config.mkdir()
+    os.chown(config, remote_user.pw_uid, remote_user.pw_gid)
+    environment = {"CLAUDE_CONFIG_DIR": str(config), "CLAUDE_NVIM_KEEPALIVE": "1"}
+    with sshd(client_dir, server_dir, remote_user, environment=environment) as server:
+        yield server
+
+
+def launcher(server: Sshd, remote_bin: Path, target: str, *more: str) -> list[str]:
+    return [*LAUNCHER, "--ssh", shlex.join(server.ssh), "--remote-command",
+            str(remote_bin / "claude-nvim"), "--remote-claude", str(remote_bin / "claude"),
+            *more, f"{Sshd.HOST}:{target}"]
+
+
+def stand_in_over_ssh(server: Sshd, remote_bin: Path, cwd: Path) -> list[str]:
+    return [*server.ssh, Sshd.HOST, f"cd {cwd} && exec {remote_bin / 'claude'}"]
+
+
+async def start(nursery, command: list[str], tmp_path: Path, nvim_address: str, **env: str):
+    """The launcher as the Neovim plugin runs it, with ``--nvim``; its stderr (and the other
+    side's) in ``tmp_path/launcher.log``, printed when the test fails."""
+    log = tmp_path / "launcher.log"
+    starts = log.read_text().count(" is ready ") + 1 if log.exists() else 1
+    with open(log, "ab") as out:
+        process = await nursery.start(lambda task_status: trio.run_process(
+            [*command[:len(LAUNCHER)], "--nvim", nvim_address, *command[len(LAUNCHER):]],
+            env={**environment(tmp_path / "local-config"), **env}, stderr=out, check=False,
+            task_status=task_status))
+    process.log, process.starts = log, starts
+    return process
+
+
+async def ready(nvim, process, timeout: float = 30) -> dict:
+    """Once the server there is ready, as Neovim and the launcher know it."""
+    with trio.fail_after(timeout):
+        while not (found := await nvim.exec_lua(READY)) \
+                or process.log.read_text().count(" is ready ") < process.starts:
+            if process.returncode is not None:
+                raise AssertionError(f"the launcher exited: {process.log.read_text()}")
+            await trio.sleep(0.05)
+    return found
+
+
+@pytest.fixture(autouse=True)
+def _launcher_log(tmp_path):
+    """The launchers' stderr (pytest shows it when the test fails)."""
+    yield
+    log = tmp_path / "launcher.log"
+    if log.exists():
+        print(f"launcher.log:\n{log.read_text()}")
+
+
+def remote_locks(remote_home: Path) -> list[Path]:
+    return sorted((remote_home / "claude-config" / "ide").glob("*.lock"))
+
+
+async def test_over_ssh_every_path_crosses_to_its_side(ssh_server, remote_bin, remote_ws,
+                                                       remote_home, nvim, nvim_address, tmp_path):
+    here = workspace(tmp_path)  # Neovim's copy, where it runs (the path map's default)
+    async with trio.open_nursery() as nursery:
+        process = await start(nursery, launcher(ssh_server, remote_bin, str(remote_ws),
+                                                "--serve"), tmp_path, nvim_address)
+        await ready(nvim, process)
+        (lock,) = remote_locks(remote_home)
+        content = json.loads(lock.read_text())
+        # The lock names the server's own pid there, alive there, and Claude's folder.
+        assert content["workspaceFolders"] == [str(remote_ws)]
+        assert Path(f"/proc/{content['pid']}").stat().st_uid == ssh_server.user.pw_uid
+        assert stat.S_IMODE(lock.stat().st_mode) == 0o600
+        async with StandIn.run(stand_in_over_ssh(ssh_server, remote_bin, remote_ws)) as claude:
+            await exercise(nvim, claude, str(remote_ws), here, copies=True)
+        process.terminate()
+    assert remote_locks(remote_home) == []
+
+
+async def test_the_forwarded_socket_is_private_and_no_port_opens_there(
+        ssh_server, remote_bin, remote_ws, remote_home, nvim, nvim_address, tmp_path):
+    async with trio.open_nursery() as nursery:
+        process = await start(nursery, launcher(ssh_server, remote_bin, str(remote_ws),
+                                                "--serve"), tmp_path, nvim_address)
+        await ready(nvim, process)
+        lock = json.loads(remote_locks(remote_home)[0].read_text())
+        argv = Path(f"/proc/{lock['pid']}/cmdline").read_bytes().decode().split("\0")
+        forwarded = Path(argv[argv.index("--nvim") + 1])
+        info, folder = forwarded.stat(), forwarded.parent.stat()
+        user = ssh_server.user.pw_uid
+        assert stat.S_ISSOCK(info.st_mode) and info.st_uid == user
+        assert stat.S_IMODE(info.st_mode) == 0o600
+        assert folder.st_uid == user and stat.S_IMODE(folder.st_mode) == 0o700
+        # This sshd and all it started listen on no TCP port but sshd's and the server's own
+        # (the CLI's, on 127.0.0.1): Neovim is reached through the socket alone.
+        port = int(remote_locks(remote_home)[0].stem)
+        assert listening_ports(descendants(ssh_server.process.pid)) == {ssh_server.port, port}
+        process.terminate()
+    assert not forwarded.parent.exists()  # removed with the server
+
+
+def descendants(pid: int) -> set[int]:
+    """``pid`` and all the processes it started, and they started."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_bytes().rsplit(b")", 1)[1]
+                                               .split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found, grew = {pid}, True
+    while grew:
+        more = {child for child, parent in parents.items() if parent in found} - found
+        found |= more
+        grew = bool(more)
+    return found
+
+
+def listening_ports(pids: set[int]) -> set[int]:
+    """The TCP ports the processes ``pids`` listen on."""
+    inodes = set()
+    for pid in pids:
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("socket:["):
+                    inodes.add(target[len("socket:["):-1])
+        except OSError:
+            continue
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # LISTEN
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+# Lifetimes
+
+
+def master_of(launcher_pid: int) -> int:
+    """The pid of the launcher's SSH master (``ssh ... -M``)."""
+    for pid in descendants(launcher_pid) - {launcher_pid}:
+        with contextlib.suppress(OSError):
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            if b"-M" in argv:
+                return pid
+    raise AssertionError("no ssh master")
+
+
+async def gone(remote_home: Path, timeout: float = 20) -> None:
+    with trio.fail_after(timeout):
+        while remote_locks(remote_home):
+            await trio.sleep(0.05)
+
+
+async def test_the_tunnel_dropping_removes_the_lock_and_a_new_start_connects(
+        ssh_server, remote_bin, remote_ws, remote_home, nvim, nvim_address, tmp_path):
+    workspace(tmp_path)
+    command = launcher(ssh_server, remote_bin, str(remote_ws), "--serve")
+    async with trio.open_nursery() as nursery:
+        process = await start(nursery, command, tmp_path, nvim_address)
+        await ready(nvim, process)
+        assert len(remote_locks(remote_home)) == 1
+        os.kill(master_of(process.pid), signal.SIGKILL)  # the connection drops
+        await gone(remote_home)
+        with trio.fail_after(10):
+            assert await process.wait() == 1
+    said = (tmp_path / "launcher.log").read_text()
+    assert f"the connection to {Sshd.HOST} closed" in said and "reconnect" in said
+    # Neovim is told, and free again: the same start connects again.
+    await eventually(nvim, "return package.loaded['claude_nvim.core'].live_server() == nil")
+    told = await nvim.request("nvim_exec2", "messages", {"output": True})
+    assert f"the connection to {Sshd.HOST} closed" in told["output"]
+    async with trio.open_nursery() as nursery:
+        process = await start(nursery, command, tmp_path, nvim_address)
+        await ready(nvim, process)
+        async with StandIn.run(stand_in_over_ssh(ssh_server, remote_bin, remote_ws)) as claude:
+            await claude.connected()
+            assert (await claude.call_json("getWorkspaceFolders"))["rootPath"] == str(remote_ws)
+        process.terminate()
+    await gone(remote_home, timeout=5)
+
+
+async def test_a_connection_that_stops_answering_loses_its_lock_there(
+        ssh_server, remote_bin, remote_ws, remote_home, nvim, nvim_address, tmp_path):
+    """No FIN comes when a laptop sleeps: the server's own checks (1 s here) find it out."""
+    async with trio.open_nursery() as nursery:
+        process = await start(nursery, launcher(ssh_server, remote_bin, str(remote_ws),
+                                                "--serve"), tmp_path, nvim_address)
+        await ready(nvim, process)
+        master = master_of(process.pid)
+        os.kill(master, signal.SIGSTOP)
+        try:
+            await gone(remote_home, timeout=15)
+        finally:
+            os.kill(master, signal.SIGCONT)
+        with trio.fail_after(10):
+            assert await process.wait() == 1
+
+
+# What is missing there
+
+
+@pytest.mark.parametrize(("option", "value", "said"), [
+    ("--remote-command", "/nowhere/claude-nvim",
+     f"claude-nvim is not installed on {Sshd.HOST} (`/nowhere/claude-nvim --version`"),
+    ("--remote-claude", "/nowhere/claude",
+     f"`/nowhere/claude` is not on {Sshd.HOST}'s PATH: install Claude Code there "
+     "(npm install -g @anthropic-ai/claude-code)"),
+])
+async def test_what_is_missing_there_is_said_with_how_to_install_it(
+        ssh_server, remote_bin, remote_ws, nvim_address, tmp_path, option, value, said):
+    command = launcher(ssh_server, remote_bin, str(remote_ws), "--serve")
+    command[command.index(option) + 1] = value
+    done = await trio.run_process([*command[:len(LAUNCHER)], "--nvim", nvim_address,
+                                   *command[len(LAUNCHER):]], capture_stderr=True, check=False,
+                                  env=environment(tmp_path / "local-config"))
+    lines = done.stderr.decode().splitlines()
+    assert done.returncode == 1 and len(lines) == 1, lines
+    assert lines[0].startswith(f"claude-nvim: {said}")
+    if option == "--remote-command":
+        assert "install it there with pipx install claude-nvim" in lines[0]
+
+
+async def test_a_directory_missing_there_is_said(ssh_server, remote_bin, nvim_address, tmp_path):
+    command = launcher(ssh_server, remote_bin, "/nowhere/project", "--serve")
+    done = await trio.run_process([*command[:len(LAUNCHER)], "--nvim", nvim_address,
+                                   *command[len(LAUNCHER):]], capture_stderr=True, check=False,
+                                  env=environment(tmp_path / "local-config"))
+    assert done.returncode == 1
+    assert done.stderr.decode().strip() == \
+        f"claude-nvim: there is no directory /nowhere/project on {Sshd.HOST}"
+
+
+def test_an_old_or_absent_python_is_said_before_claude_nvim():
+    target = Target(name="box", path=None, ssh_host="box")
+    old = Probe({"no-claude-nvim": "not found", "python": "python3 3.9", "claude": "/c"})
+    (said,) = old.problems(target, ["claude-nvim"], "claude")
+    assert said.startswith("box has Python 3.9 (python3); claude-nvim needs 3.11 or newer")
+    none = Probe({"no-claude-nvim": "not found", "claude": "/c"})
+    assert none.problems(target, ["claude-nvim"], "claude")[0].startswith("box has no Python")
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("box", ("box", None, "box", ())),
+    ("me@box:src/app", ("me@box", "src/app", "me@box", ())),
+    ("ssh://me@box:2222/srv/app", ("me@box", "/srv/app", "me@box", ("-p", "2222"))),
+    ("ssh://box/~/app", ("box", "~/app", "box", ())),
+])
+def test_ssh_targets(text, expected):
+    target = parse_target(text)
+    assert (target.name, target.path, target.ssh_host, target.ssh_options) == expected
+
+
+def test_container_targets():
+    target = parse_target("docker://dev/workspaces/app")
+    assert (target.name, target.path) == ("dev", "/workspaces/app")
+    assert target.pipe == ("docker", "exec", "-i", "dev")
+    assert target.tty == ("docker", "exec", "-i", "-t", "dev")
+    via = parse_target("/w", via="kubectl exec -i pod --")
+    assert (via.path, via.pipe, via.tty) == ("/w", ("kubectl", "exec", "-i", "pod", "--"),
+                                             ("kubectl", "exec", "-i", "pod", "--"))
+
+
+# One command: the server and claude there
+
+
+async def test_one_command_runs_claude_there_connected_and_stops_it_all(
+        ssh_server, remote_bin, remote_ws, remote_home, nvim, nvim_address, tmp_path):
+    command = launcher(ssh_server, remote_bin, str(remote_ws))
+    env = environment(tmp_path / "local-config", NVIM=nvim_address)
+    async with StandIn.run(command, env=env, stderr=subprocess.DEVNULL) as claude:
+        connected = await claude.connected()
+        # claude there got what the server published: its port, and --mcp-config.
+        (lock,) = remote_locks(remote_home)
+        assert connected["connected"] == str(lock) and connected["cwd"] == str(remote_ws)
+        assert connected["argv"][0] == "--mcp-config"
+        assert (await claude.call_json("getWorkspaceFolders"))["rootPath"] == str(remote_ws)
+    assert claude.process.returncode == 0
+    await gone(remote_home, timeout=5)
+
+
+# A container: a mount namespace, reached through nsenter as through `docker exec -i`
+
+
+async def test_in_a_container_every_path_crosses_to_its_side(nvim, nvim_address, tmp_path):
+    here = workspace(tmp_path / "ws")
+    inside = tmp_path.parent / f"{tmp_path.name}-container" / "workspace"
+    config = tmp_path / "container-config"
+    await nvim.request("nvim_command", f"cd {here}")
+    claude = inside.parent / "claude"  # outside tmp_path, which the container does not see
+    claude.parent.mkdir(parents=True)
+    claude.write_text(f'#!/bin/sh\nexec {sys.executable} {STAND_IN} "$@"\n')
+    claude.chmod(0o755)
+    with container(here, inside) as pid:
+        command = [*LAUNCHER, "--via", shlex.join(nsenter(pid)), "--remote-command",
+                   shlex.join([sys.executable, "-m", "claude_nvim"]), "--remote-claude",
+                   str(claude), "--path-map", f"{inside}={here}", "--serve", str(inside)]
+        async with trio.open_nursery() as nursery:
+            process = await start(nursery, command, tmp_path, nvim_address,
+                                  CLAUDE_CONFIG_DIR=str(config))
+            await ready(nvim, process)
+            (lock,) = config.glob("ide/*.lock")
+            assert json.loads(lock.read_text())["workspaceFolders"] == [str(inside)]
+            stand_in = [*nsenter(pid, str(inside)), str(claude)]
+            async with StandIn.run(stand_in, env={**os.environ,
+                                                  "CLAUDE_CONFIG_DIR": str(config)}) as claude:
+                await exercise(nvim, claude, str(inside), here, copies=False)
+            process.terminate()
+        with trio.fail_after(10):
+            while list(config.glob("ide/*.lock")):
+                await trio.sleep(0.05)
+
+
+# The server's side of the security: a socket others can open is refused.
+
+
+@pytest.mark.parametrize("address", ["open", "127.0.0.1:6666"])
+def test_serve_refuses_a_neovim_others_can_reach(tmp_path, address):
+    if address == "open":
+        folder = tmp_path / "open"
+        folder.mkdir()
+        folder.chmod(0o755)
+        listener = socket.socket(socket.AF_UNIX)
+        listener.bind(str(folder / "nvim.sock"))
+        listener.listen()
+        (folder / "nvim.sock").chmod(0o666)
+        address = str(folder / "nvim.sock")
+    done = subprocess.run([sys.executable, "-m", "claude_nvim", "serve", "--remote", "--nvim",
+                           address], env=environment(tmp_path), capture_output=True, text=True,
+                          timeout=60)
+    lines = done.stderr.splitlines()
+    assert done.returncode == 1 and len(lines) == 1, lines
+    assert "other users" in lines[0] or "every user of this host" in lines[0]
+    assert not list((tmp_path / "ide").glob("*.lock"))
