@@ -28,6 +28,12 @@ ROOT = Path(__file__).resolve().parent.parent
 # came back in edited.json); "hand over PATH" opens one more connection and hands it to the
 # test listening on PATH (helpers.handed_over): the test speaks through it as this Claude;
 # "exit" ends it.
+# The tab line as the screen shows it (a UI attached).
+TABLINE = """vim.cmd('redraw')
+local row = {}
+for col = 1, vim.o.columns do row[#row + 1] = vim.fn.screenstring(1, col) end
+return table.concat(row)"""
+
 FAKE_CLAUDE = """\
 #!{python}
 import json, os, pathlib, queue, subprocess, sys, threading, trio

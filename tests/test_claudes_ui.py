@@ -12,9 +12,8 @@ from pathlib import Path
 import trio
 
 from claude_nvim.testing import mcp_client
-from helpers import PendingDiff, diff_args, eventually, messages, mode
-from plugin_kit import claudes_started
-from test_plugin import TABLINE
+from helpers import PendingDiff, diff_args, eventually, handed_over, messages, mode
+from plugin_kit import TABLINE, claudes_started
 
 # Type `text` (and Enter) into Claude `n`'s terminal.
 TYPE = """for _, b in ipairs(vim.api.nvim_list_bufs()) do
@@ -89,7 +88,10 @@ async def test_a_claude_is_named_by_its_title_or_by_the_user(user, claude_dir):
     port = await user.exec_lua("return vim.g.claude_nvim_server.port")
     lock = claude_dir / "cfg" / "ide" / f"{port}.lock"
     token = json.loads(lock.read_text())["authToken"]
-    async with mcp_client(port, token, pid=second) as client, \
+    async with handed_over(claude_dir / "hand") as receive:  # Claude 2's process holds it
+        await user.exec_lua(TYPE, 2, f"hand over {claude_dir / 'hand'}")
+        stream = await receive()
+    async with mcp_client(port, token, pid=second, stream=stream) as client, \
             trio.open_nursery() as nursery:
         await eventually(user, "return vim.g.claude_nvim_server.clients == 3")
         nursery.start_soon(PendingDiff(client, diff_args(path, "new\n")).run)

@@ -21,7 +21,15 @@ from claude_nvim._mentions.claudes import parent_pid
 from claude_nvim._nvim.headless import find_nvim, headless_nvim
 from claude_nvim.testing import attached_editor, mcp_client, running_app
 from helpers import PendingDiff, diff_args, eventually, handed_over, mode
-from plugin_kit import ROOT, alive, claude_started, claudes_started, plugin_args, plugin_user
+from plugin_kit import (
+    ROOT,
+    TABLINE,
+    alive,
+    claude_started,
+    claudes_started,
+    plugin_args,
+    plugin_user,
+)
 
 COMMANDS = ["ClaudeNvim", "ClaudeNvimNew", "ClaudeNvimSwitch", "ClaudeNvimFocus",
             "ClaudeNvimSend", "ClaudeNvimAdd", "ClaudeNvimDiffAccept", "ClaudeNvimDiffDeny",
@@ -614,12 +622,6 @@ async def test_the_file_window_the_user_was_in_last_is_the_active_editor(user, c
         selection = await client.call_json("getCurrentSelection")
         assert selection["filePath"] == str(two)
         assert selection["selection"]["start"] == {"line": 1, "character": 0}
-
-
-TABLINE = """vim.cmd('redraw')
-local row = {}
-for col = 1, vim.o.columns do row[#row + 1] = vim.fn.screenstring(1, col) end
-return table.concat(row)"""
 
 
 async def test_tabs_read_as_names(user, claude_dir):

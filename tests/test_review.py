@@ -5,6 +5,8 @@ real Neovim with a UI."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import trio
 
@@ -58,7 +60,8 @@ async def test_a_turn_that_edited_an_open_file_is_reviewed_and_taken_back(claude
     await claude.stop()
     await eventually(ui, "return vim.api.nvim_buf_get_lines(..., 1, 2, false)[1] == '2'", buf)
     shown = await review(ui)
-    assert shown["title"] == "Claude's turn 1 (the Claude with pid 4242): Make two a number."
+    assert shown["title"] == (f"Claude's turn 1 (the Claude with pid {os.getpid()}): "
+                              "Make two a number.")
     assert shown["items"] == [{"file": str(path), "lnum": 2, "text": f"+1 {MINUS}1  2"}]
     before, now = shown["wins"]
     assert before["before"] and before["diff"] and before["lines"] == ["one", "two", "three",

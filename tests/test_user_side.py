@@ -115,7 +115,7 @@ async def proposal_bar(nvim, client, path):
             "old_file_path": str(path), "new_file_path": str(path),
             "new_file_contents": "n\n", "tab_name": "a proposal"})
         with trio.fail_after(5):
-            while "proposal of" not in (winbar := await nvim.exec_lua("return vim.wo.winbar")):
+            while "accepts" not in (winbar := await nvim.exec_lua("return vim.wo.winbar")):
                 await trio.sleep(0.05)
         await nvim.request("nvim_command", "ClaudeNvimDiffDeny")
     return winbar
@@ -151,7 +151,7 @@ async def test_a_mention_goes_to_the_claude_of_the_terminal_entered_last(app, nv
             assert f"sent to the Claude in terminal buffer {buf}" in await messages(nvim)
         # Its diff says whose proposal it is, as several Claudes are connected.
         winbar = await proposal_bar(nvim, claude_b, path)
-        assert f"proposal of the Claude in terminal buffer {buf_b} for" in winbar
+        assert f"the Claude in terminal buffer {buf_b}" in winbar
 
 
 async def test_a_claude_that_claims_another_terminals_pid_gets_none_of_its_mentions(
