@@ -257,6 +257,9 @@ async def test_waiting_and_done_are_shown_and_told_when_out_of_sight(user, claud
     await user.exec_lua(TYPE, 1, "stop")
     notified = await eventually(user, "return #_G.notified > 0 and _G.notified")
     assert notified == [["Claude 1 is done", 2, "claude-nvim"]]
+    with trio.move_on_after(5):  # the bell comes with Neovim's next screen update
+        while not bells:
+            await trio.sleep(0.02)
     assert bells == ["bell"]
     await user.request("nvim_ui_set_focus", True)
 
