@@ -2,11 +2,11 @@
 -- server (docs/architecture.md, "Lua"). Two parts:
 --
 -- 1. The helpers, for tools and every other module (`local core =
---    package.loaded['claude_nvim.core']`): positions and paths (utf16, cut, file_url, absolute,
---    existing), the user's windows (is_editor, editor_window), buffers and files (find_buffer,
---    unloadable, read_file, load, reader; what Neovim last saw of a file: changed_on_disk,
---    refresh), messages (notify and log to the server, tell the user, guard a callback) and
---    workspace_folders.
+--    package.loaded['claude_nvim.core']`): positions, paths and text (utf16, cut, file_url,
+--    absolute, existing, split_lines), the user's windows (is_editor, editor_window), buffers
+--    and files (find_buffer, unloadable, read_file, load, reader; what Neovim last saw of a
+--    file: changed_on_disk, refresh, show), messages (notify and log to the server, tell the
+--    user, guard a callback) and workspace_folders.
 -- 2. The server's lifecycle (at the end of this file), never called by tools: setup, publish,
 --    ready, clients, stop, unload, and live_server, the one test of a live server (the
 --    server's claim, the Neovim plugin and the doctor ask it).
@@ -330,11 +330,15 @@ local function decode(buf, data)
   return read.eol and data or data .. '\n', read
 end
 
-local function split(text)  -- "a\nb\n" -> { 'a', 'b' }
+--- The lines of `text`, each ended by "\n": "a\nb\n" -> { 'a', 'b' }.
+---@param text string
+---@return string[]
+function M.split_lines(text)
   local lines = vim.split(text, '\n', { plain = true })
   lines[#lines] = nil
   return lines
 end
+local split = M.split_lines
 
 -- Close the current undo block of the current buffer (setting 'undolevels' does, even to
 -- its own value): the reload is one undo step of its own, apart from the user's edits.

@@ -79,11 +79,7 @@ local function to_text(data, buf)
   return data
 end
 
-local function split(text)  -- "a\nb\n" -> { 'a', 'b' }
-  local lines = vim.split(text, '\n', { plain = true })
-  lines[#lines] = nil
-  return lines
-end
+local split = core.split_lines
 
 -- A file's bytes as lines, as Neovim reads them into `buf` (or into a new buffer: nil).
 local function to_lines(data, buf) return split(to_text(data, buf)) end
