@@ -43,6 +43,7 @@ from typing import Any
 
 import trio
 
+from claude_nvim._hooks import claude_settings
 from claude_nvim._nvim import editor_for
 from claude_nvim._nvim.editor import Editor
 from claude_nvim._nvim.headless import find_nvim, headless_nvim
@@ -52,7 +53,10 @@ from wsclient import TEXT, Closed, WebSocket, frame
 from wsclient import connect as ws_connect
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
-from helpers import inotify_watches  # the tests count them the same way
+from helpers import (
+    inotify_watches,  # the tests count them the same way
+    interpolate,  # claude's interpolation of a hook's input, as the tests do
+)
 
 AUTH_HEADER = "x-claude-code-ide-authorization"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -172,6 +176,12 @@ end
 return false
 """
 
+
+# Whether the buffer of file PATH has the review's signs (a turn was recorded and marked).
+SIGNED_LUA = r"""
+local ns = vim.api.nvim_get_namespaces().claude_nvim_review_signs
+return ns ~= nil and #vim.api.nvim_buf_get_extmarks(vim.fn.bufnr(PATH), ns, 0, -1, {}) > 0
+"""
 
 # When each buffer last reloaded (FileChangedShellPost follows every reload), Neovim's clock.
 RECORD_RELOADS_LUA = r"""
@@ -1238,6 +1248,98 @@ class Bench:
                 "server_wakeups_per_s": (s.server.switches() - sw0) / idle_seconds}
         self.results["bufsync"] = {"reload": rows, "idle": idle}
 
+    # claude's hooks --------------------------------------------------------------------------
+
+    async def hook_turn(self, client: Client, paths: list[Path], turn: int,
+                        latencies: dict[str, list[float]]) -> None:
+        """One turn of claude's hooks as claude-nvim's --settings make them (each its own
+        tools/call): the prompt, then for each file a Read and an Edit (the file written between
+        PreToolUse and PostToolUse, as claude does: bufsync reloads its buffer), then Stop."""
+        settings = claude_settings()["hooks"]
+        base = {"session_id": "bench-session", "cwd": str(paths[0].parent),
+                "prompt_id": f"turn-{turn}", "permission_mode": "acceptEdits"}
+
+        async def hook(label: str, name: str, **event: Any) -> None:
+            event = {**base, "hook_event_name": name, **event}
+            for group in settings[name]:
+                matcher = group.get("matcher")
+                if matcher and not re.fullmatch(matcher, event.get("tool_name", "")):
+                    continue
+                for spec in group["hooks"]:
+                    sent, arrived, raw = await client.call(spec["tool"],
+                                                           interpolate(spec["input"], event))
+                    if tool_failed(raw):
+                        raise RuntimeError(f"hook {label} failed: {raw[:300]}")
+                    latencies.setdefault(label, []).append(arrived - sent)
+
+        await hook("UserPromptSubmit", "UserPromptSubmit", prompt=f"Change {len(paths)} files.")
+        for i, path in enumerate(paths):
+            read = {"tool_name": "Read", "tool_input": {"file_path": str(path)},
+                    "tool_use_id": f"toolu_r{turn}_{i}"}
+            await hook("PostToolUse (Read)", "PostToolUse", **read,
+                       tool_response={"type": "text"})
+            edit = {"tool_name": "Edit", "tool_use_id": f"toolu_e{turn}_{i}",
+                    "tool_input": {"file_path": str(path), "old_string": "x",
+                                   "new_string": "y", "replace_all": False}}
+            await hook("PreToolUse (Edit)", "PreToolUse", **edit)
+            with open(path, "a", encoding="utf-8") as f:
+                f.write(f"# turn {turn}\n")
+            await hook("PostToolUse (Edit)", "PostToolUse", **edit,
+                       tool_response={"filePath": str(path)})
+        await hook("Stop", "Stop", stop_hook_active=False, last_assistant_message="Done.")
+
+    async def bench_hooks(self, s: Session, client: Client) -> None:
+        """claude's hooks: each hook's round trip (claude waits for it on every tool call),
+        and the editor's longest freeze while turns of them run (bufsync reloading too)."""
+        paths = s.paths[:20] if self.quick else s.paths[:100]
+        rows: list[dict[str, Any]] = []
+        for round_index in range(self.rounds):
+            log(f"{self.elapsed()} {s.state.name}: hooks round {round_index + 1}, "
+                f"{len(paths)} files a turn")
+            latencies: dict[str, list[float]] = {}
+            async with measured(s, probe=False) as m:
+                for turn in range(2):
+                    await self.hook_turn(client, paths, round_index * 10 + turn, latencies)
+            row: dict[str, Any] = {}
+            for label, values in latencies.items():
+                for key, value in summarize(values).items():
+                    row[f"{label}: {key}"] = value
+            calls = sum(len(v) for v in latencies.values())
+            row["server_cpu_ms_per_hook"] = m.server_cpu * 1e3 / calls
+            row["nvim_cpu_ms_per_hook"] = m.nvim_cpu * 1e3 / calls
+            row["server_peak_mb"] = m.server_peak_mb
+            await self.settle(s)
+            async with measured(s, probe=True) as m:
+                await self.hook_turn(client, paths, round_index * 10 + 9, {})
+                # Until the turn is recorded and its signs are in the buffers (after Stop).
+                await self.until(s, SIGNED_LUA.replace("PATH", json.dumps(str(paths[-1]))))
+            assert m.freeze is not None
+            row["freeze_max"] = m.freeze["max"]
+            await self.settle(s)
+            # The review of that turn: :ClaudeNvimReview -> its tab and quickfix list shown.
+            row["review_ms"] = await self.review_turn(s, len(paths)) * 1e3
+            await self.settle(s)
+            async with measured(s, probe=True) as m:
+                await self.review_turn(s, len(paths))
+            assert m.freeze is not None
+            row["review_freeze_max"] = m.freeze["max"]
+            row["review_nvim_cpu_ms"] = m.nvim_cpu * 1e3
+            row["review_server_cpu_ms"] = m.server_cpu * 1e3
+            await self.settle(s)
+            rows.append(row)
+        self.results["hooks"] = {"files": len(paths), "median": median_of(rows),
+                                 "rounds": rows}
+
+    async def review_turn(self, s: Session, files: int) -> float:
+        """Seconds from :ClaudeNvimReview to its tab and its quickfix list (one entry per hunk:
+        one per file here) shown; the tab is closed after."""
+        t0 = time.perf_counter()
+        await s.driver.request("nvim_command", "ClaudeNvimReview")
+        shown = await self.until(s, f"return #vim.fn.getqflist() == {files} "
+                                    "and #vim.api.nvim_list_tabpages() == 2")
+        await s.driver.request("nvim_command", "tabclose")
+        return shown - t0
+
     async def freeze_baseline(self, s: Session) -> dict[str, Any]:
         """The probe alone, nothing else running: the noise floor of the freeze column."""
         await s.probe.start()
@@ -1250,7 +1352,8 @@ class Bench:
         states = QUICK_STATES if self.quick else STATES
         wanted = self.args.states.split(",") if self.args.states else list(states)
         sections = set(self.args.only.split(",")) if self.args.only else {
-            "tools", "selection", "diffs", "connections", "inbound", "bufsync", "plugin"}
+            "tools", "selection", "diffs", "connections", "inbound", "bufsync", "plugin",
+            "hooks"}
         if "plugin" in sections:
             await PluginBench(self, self.args.claudecode).run()
             if sections == {"plugin"}:
@@ -1268,6 +1371,8 @@ class Bench:
                     await select_all(s)
                     if "tools" in sections:
                         await self.bench_tools(s, client)
+                    if (name == "medium" or len(wanted) == 1) and "hooks" in sections:
+                        await self.bench_hooks(s, client)
                     if name == "large" or len(wanted) == 1:
                         await trio.sleep(0.6)  # the first selection push comes 0.5 s in
                         if "selection" in sections:
@@ -1580,6 +1685,19 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             idle["nvim_cpu_ms_per_s"], idle["nvim_cpu_ms_per_s"] < 1, "ms/s")
         add(f"Neovim wake-ups when idle, {idle['buffers']:,} watched buffers", "0 (no polling)",
             idle["nvim_wakeups_per_s"], idle["nvim_wakeups_per_s"] < 1, "/s")
+    hooks = results.get("hooks")
+    if hooks:
+        row = hooks["median"]
+        for label in ("PreToolUse (Edit)", "PostToolUse (Edit)", "PostToolUse (Read)"):
+            if f"{label}: p99" in row:
+                add(f"claude's hook {label}: p99", "<= 10 ms (and p50 <= 2 ms)",
+                    row[f"{label}: p99"], row[f"{label}: p50"] <= 2 and row[f"{label}: p99"] <= 10)
+        add(f"editor blocked by turns of hooks over {hooks['files']} files", "<= 50 ms",
+            row["freeze_max"], row["freeze_max"] <= 50)
+        add(f"review of a turn that changed {hooks['files']} files: shown", "<= 500 ms",
+            row["review_ms"], row["review_ms"] <= 500)
+        add(f"editor blocked by the review of {hooks['files']} files", "<= 50 ms",
+            row["review_freeze_max"], row["review_freeze_max"] <= 50)
     plugin = results.get("plugin", {})
     for when in ("Neovim up 1 s", "at once"):
         ours, anchor = plugin.get(f"claude-nvim, {when}"), plugin.get(f"claudecode.nvim, {when}")
@@ -1732,6 +1850,26 @@ def report(results: dict[str, Any]) -> str:
             ["server CPU ms/s", idle["server_cpu_ms_per_s"]],
             ["server wake-ups/s", idle["server_wakeups_per_s"]],
         ]))
+    if "hooks" in results:
+        m = results["hooks"]["median"]
+        out.append("")
+        out.append(f"claude's hooks (claude_nvim_hook): each hook's tools/call -> answer (ms), "
+                   f"turns of a Read and an Edit on each of {results['hooks']['files']} files; "
+                   f"freeze: longest nvim_eval round trip during a turn")
+        labels = [k.removesuffix(": p50") for k in m if k.endswith(": p50")]
+        out.append(table(["hook", "p50", "p90", "p99", "max", "calls"],
+                         [[label, m[f"{label}: p50"], m[f"{label}: p90"], m[f"{label}: p99"],
+                           m[f"{label}: max"], whole(m[f"{label}: n"])] for label in labels]))
+        out.append(table(["metric", "value"], [
+            ["server CPU ms per hook", m["server_cpu_ms_per_hook"]],
+            ["Neovim CPU ms per hook", m["nvim_cpu_ms_per_hook"]],
+            ["server peak RSS MB", m["server_peak_mb"]],
+            ["editor freeze during a turn (its signs included), ms", m["freeze_max"]],
+            [f"review of the turn ({results['hooks']['files']} files): :ClaudeNvimReview -> "
+             "tab and quickfix list, ms", m["review_ms"]],
+            ["review: editor freeze, ms", m["review_freeze_max"]],
+            ["review: Neovim CPU ms", m["review_nvim_cpu_ms"]],
+            ["review: server CPU ms", m["review_server_cpu_ms"]]]))
     if "plugin" in results:
         out.append("")
         out.append("The Neovim plugin: the command -> a stand-in claude (which connects at once) "
@@ -1776,7 +1914,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", metavar="FILE", help="also write every figure as JSON")
     parser.add_argument("--states", help="comma-separated subset of small,medium,large")
     parser.add_argument("--only", help="comma-separated subset of "
-                                       "tools,selection,diffs,connections,inbound,bufsync,plugin")
+                                       "tools,selection,diffs,connections,inbound,bufsync,plugin,"
+                                       "hooks")
     parser.add_argument("--claudecode", metavar="DIR",
                         default=os.environ.get("CLAUDE_NVIM_BENCH_CLAUDECODE"),
                         help="a checkout of coder/claudecode.nvim, measured beside the plugin "

@@ -1,6 +1,6 @@
 """What a hostile or buggy client costs the server (issue 11): time frozen and memory grown.
 
-    .venv/bin/python benchmarks/hostile.py [--only pipeline,pongs,tiny,fragments,idle]
+    .venv/bin/python benchmarks/hostile.py [--only pipeline,pongs,tiny,fragments,idle,slow,relay]
 
 Each scenario runs against a fresh ``claude-nvim serve`` process (as bench.py starts it) on a
 fresh headless Neovim, over loopback:
@@ -15,6 +15,13 @@ fresh headless Neovim, over loopback:
   never finishes it.
 * **idle**: the server runs with RLIMIT_NOFILE 1,024 (soft and hard); a local process opens
   ``--idle`` TCP connections and sends nothing; then a legitimate client connects.
+* **slow** (issue 18): Neovim has a 24 MB selection; one client asks twice for it
+  (getCurrentSelection) and reads ``--trickle`` KB/s (never long enough idle to be dropped).
+  Meanwhile another client calls getCurrentSelection three times, and getDiagnostics: their
+  longest answer against the same calls with no slow client (most ``--limit`` seconds).
+* **relay** (issue 18): ``claude-nvim mcp`` is given an ``initialize`` line, then a 200 MB line
+  with no newline (in 1 MiB writes), then its newline and a ``ping``: the relay's peak RSS
+  (VmHWM) minus its RSS before, and whether the ping was still answered.
 
 Meanwhile a bystander client sends a ``ping`` request every 10 ms: its longest wait is the
 time the server was frozen for everyone. "grown" is the server's peak RSS (VmHWM, reset
@@ -28,8 +35,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import resource
+import socket
 import subprocess
 import sys
 import tempfile
@@ -44,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench import ProcWatch, server_command, wait_for_lock
 from wsclient import CONTINUATION, PING, TEXT, WebSocket, connect, frame
 
+from claude_nvim._nvim import editor_for
 from claude_nvim._nvim.headless import headless_nvim
 
 AUTH = "x-claude-code-ide-authorization"
@@ -82,9 +92,13 @@ class Bystander:
 
 
 @contextlib.asynccontextmanager
-async def server(nofile: int | None = None) -> AsyncIterator[tuple[ProcWatch, int, str, Path]]:
+async def server(nofile: int | None = None, nvim: list[str] | None = None
+                 ) -> AsyncIterator[tuple[ProcWatch, int, str, Path]]:
+    """A server on a fresh Neovim; its address is put in ``nvim`` if given."""
     with tempfile.TemporaryDirectory(prefix="claude-nvim-hostile-") as tmp, \
             headless_nvim(cwd=tmp) as (address, _):
+        if nvim is not None:
+            nvim.append(address)
         config = Path(tmp) / "config"
         config.mkdir()
         log_path = Path(tmp) / "server.log"
@@ -248,12 +262,133 @@ async def idle(args: argparse.Namespace) -> dict[str, float]:
                 "tracebacks logged": text.count("Traceback")}
 
 
+SELECTION = {"jsonrpc": "2.0", "method": "tools/call",
+             "params": {"name": "getCurrentSelection", "arguments": {}}}
+DIAGNOSTICS = {"jsonrpc": "2.0", "method": "tools/call",
+               "params": {"name": "getDiagnostics", "arguments": {}}}
+
+
+async def answered_in(ws: WebSocket, request: dict[str, Any], limit: float) -> float:
+    """Seconds until ``ws`` gets the answer to ``request`` (inf past ``limit``)."""
+    start = time.perf_counter()
+    await ws.send_message(json.dumps({**request, "id": 1}))
+    with trio.move_on_after(limit):
+        async for _ in ws.messages():
+            return time.perf_counter() - start
+    return math.inf
+
+
+async def slow(args: argparse.Namespace) -> dict[str, float]:
+    nvim: list[str] = []
+    async with server(nvim=nvim) as (_watch, port, token, _):
+        editor = editor_for(nvim[0])
+        async with trio.open_nursery() as nursery:
+            await nursery.start(editor.run)
+            big = Path(nvim[0]).parent / "big.txt"
+            big.write_text("".join(f"{i:079d}\n" for i in range(300000)))
+            await editor.request("nvim_command", f"edit {big}")
+            await editor.request("nvim_input", "ggVG")
+            await trio.sleep(0.5)
+            other = await connect(port, headers=[(AUTH, token)])
+            figures: dict[str, float] = {}
+            for call, request in (("getCurrentSelection", SELECTION),
+                                  ("getDiagnostics", DIAGNOSTICS)):
+                figures[f"{call} alone s"] = await answered_in(other, request, args.limit)
+            sock = trio.socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            await sock.connect(("127.0.0.1", port))
+            stream = await upgraded(trio.SocketStream(sock), port, token)
+            for n in range(2):
+                await stream.send_all(frame(TEXT, json.dumps({**SELECTION, "id": n}).encode()))
+
+            async def trickle() -> None:
+                with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                    while await stream.receive_some(4096):
+                        await trio.sleep(4096 / (args.trickle * 1024))
+
+            nursery.start_soon(trickle)
+            await trio.sleep(2)
+            worst = 0.0
+            for _ in range(3):
+                worst = max(worst, await answered_in(other, SELECTION, args.limit))
+                if worst == math.inf:
+                    break
+            figures["getCurrentSelection beside it worst s"] = worst
+            figures["getDiagnostics beside it s"] = await answered_in(other, DIAGNOSTICS,
+                                                                       args.limit)
+            await stream.aclose()
+            await other.aclose()
+            nursery.cancel_scope.cancel()
+    return figures
+
+
+async def upgraded(stream: trio.SocketStream, port: int, token: str) -> trio.SocketStream:
+    """``stream`` after a WebSocket upgrade, for hand-made frames."""
+    await stream.send_all(
+        f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\n"
+        "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+        f"Sec-WebSocket-Version: 13\r\n{AUTH}: {token}\r\n\r\n".encode())
+    response = b""
+    while b"\r\n\r\n" not in response:
+        response += await stream.receive_some(4096)
+    return stream
+
+
+async def relay(args: argparse.Namespace) -> dict[str, float]:
+    async with server() as (_, port, _token, log_path):
+        env = {**os.environ, "CLAUDE_CONFIG_DIR": str(log_path.parent / "config"),
+               "CLAUDE_CODE_SSE_PORT": str(port)}
+        script = Path(sys.executable).parent / "claude-nvim"
+        command = [str(script)] if script.exists() else [sys.executable, "-m", "claude_nvim"]
+        process = await trio.lowlevel.open_process(
+            [*command, "mcp"], env=env, cwd=log_path.parent, stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        stdin, stdout = process.stdin, process.stdout
+        assert stdin is not None and stdout is not None
+        watch = ProcWatch(process.pid)
+        received = bytearray()
+
+        async def answers(count: int) -> bool:
+            with trio.move_on_after(args.limit):
+                while received.count(b"\n") < count:
+                    chunk = await stdout.receive_some(65536)
+                    if not chunk:
+                        return False
+                    received.extend(chunk)
+                return True
+            return False
+
+        try:
+            await stdin.send_all(json.dumps(
+                {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                 "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                            "clientInfo": {"name": "hostile", "version": "1"}}}).encode()
+                + b"\n")
+            await answers(1)
+            before = watch.rss_mb()
+            watch.reset_peak()
+            piece = b"a" * 2**20
+            start = time.perf_counter()
+            with contextlib.suppress(trio.BrokenResourceError):
+                for _ in range(200):
+                    await stdin.send_all(piece)
+                grown = watch.peak_mb() - before
+                await stdin.send_all(b'\n{"jsonrpc":"2.0","id":9,"method":"ping"}\n')
+            pinged = await answers(3) and b'"id":9' in received
+            return {"relay grown MB": max(grown, watch.peak_mb() - before),
+                    "ping answered after it": float(pinged),
+                    "s": time.perf_counter() - start}
+        finally:
+            process.kill()
+            await process.wait()
+
+
 async def main(args: argparse.Namespace) -> None:
     results: dict[str, dict[str, float]] = {}
     for name in args.only.split(","):
         print(f"-- {name}", flush=True)
-        if name == "idle":
-            results[name] = await idle(args)
+        if name in ("idle", "slow", "relay"):
+            results[name] = await globals()[name](args)
         else:
             results[name] = await attack(args, name, globals()[name](args))
         for what, value in results[name].items():
@@ -264,7 +399,8 @@ async def main(args: argparse.Namespace) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", default="pipeline,pongs,tiny,fragments,idle")
+    parser.add_argument("--only", default="pipeline,pongs,tiny,fragments,idle,slow,relay")
+    parser.add_argument("--trickle", type=float, default=256.0)
     parser.add_argument("--calls", type=int, default=30000)
     parser.add_argument("--hold", type=float, default=5.0)
     parser.add_argument("--fragments", type=int, default=4_000_000)

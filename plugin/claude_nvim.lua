@@ -14,15 +14,19 @@ command('ClaudeNvimNew', function(o) terminal().new(o.fargs) end,
   { nargs = '*', desc = 'claude-nvim: start another Claude, in the Claude window (args go to '
     .. 'claude)' })
 command('ClaudeNvimSwitch', function(o) terminal().switch(o.fargs[1]) end,
-  { nargs = '?', bar = true, complete = function() return terminal().numbers() end,
-    desc = 'claude-nvim: to Claude N, else the next, in the Claude window' })
+  { nargs = '?', bar = true,
+    complete = function() return vim.list_extend(terminal().numbers(), { 'next' }) end,
+    desc = 'claude-nvim: to Claude N (or the next), else the one picked, in the Claude window' })
+command('ClaudeNvimRename', function(o) terminal().rename(o.args) end,
+  { nargs = '?', desc = 'claude-nvim: name the current Claude (no name: by its title again)' })
 command('ClaudeNvimFocus', function() terminal().focus() end,
   { desc = 'claude-nvim: to the current Claude, or from it back' })
 command('ClaudeNvimInstall', function() plugin().install() end,
   { desc = 'claude-nvim: (re)install its Python part privately, under stdpath("data")' })
 
 -- The commands a server offers (:ClaudeNvimSend, :ClaudeNvimAdd, :ClaudeNvimDiffAccept,
--- :ClaudeNvimDiffDeny) are defined once, in the server's Lua in this checkout; here with the
+-- :ClaudeNvimDiffDeny, :ClaudeNvimHunkAccept, :ClaudeNvimHunkReject, :ClaudeNvimReview,
+-- :ClaudeNvimRevert) are defined once, in the server's Lua in this checkout; here with the
 -- plugin's way to reach a server: start one (and Claude) when none runs.
 local root = vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':p:h:h')
 dofile(root .. '/src/claude_nvim/_core/commands.lua').define({
@@ -30,6 +34,16 @@ dofile(root .. '/src/claude_nvim/_core/commands.lua').define({
   tell = function(msg, level) plugin().tell(msg, level) end,
   mention = function(deliver) plugin().mention(deliver) end,
 })
+
+-- What the Claudes are doing (the server's hooks): the bars show it, and the user is told
+-- when one they cannot see waits or is done (claude_nvim.claudes); whether Neovim has the
+-- focus, from the start.
+local group = vim.api.nvim_create_augroup('claude_nvim_claudes', { clear = true })
+vim.api.nvim_create_autocmd('User', { group = group,
+  pattern = { 'ClaudeNvimWorking', 'ClaudeNvimWaiting', 'ClaudeNvimDone' },
+  callback = function(ev) require('claude_nvim.claudes').changed(ev.data) end })
+vim.api.nvim_create_autocmd({ 'FocusGained', 'FocusLost' }, { group = group,
+  callback = function(ev) require('claude_nvim.claudes').focus(ev.event == 'FocusGained') end })
 
 -- The server starts once a UI is up (opts.start_server), so that Claude connects at once.
 if vim.v.vim_did_enter == 1 and #vim.api.nvim_list_uis() > 0 then

@@ -9,6 +9,10 @@ import contextlib
 import json
 import logging
 import os
+import re
+import socket
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +22,7 @@ from claude_nvim import Tool, ToolError, text_result
 from claude_nvim._big_reads import BigReads
 from claude_nvim._diffs import DiffRegistry
 from claude_nvim._errors import EditorError, EditorGone, EditorTimeout
+from claude_nvim._hooks import Hooks
 from claude_nvim._lsp.replies import Replies
 from claude_nvim._mcp import McpSession
 from claude_nvim._tool import ConnectionInfo, ToolContext
@@ -207,6 +212,194 @@ def session() -> McpSession:
     """An MCP session serving :data:`TOOLS`, with no editor behind it."""
     def context(tool, connection):
         return ToolContext(tool, None, DiffRegistry(), connection, logging.getLogger("t"),
-                           BigReads(), Replies())
+                           BigReads(), Replies(), Hooks())
 
     return McpSession(ConnectionInfo(1), TOOLS, context)
+
+
+# A connection a process in a Neovim terminal holds (as a claude holds its own), handed to the test
+
+
+def hand_over(port: int, to: str) -> socket.socket:
+    """Open a TCP connection to the server on ``port``, hand it to the test listening on the
+    Unix socket ``to`` (:func:`handed_over`), and return it: the process that calls this (a
+    stand-in claude in a Neovim terminal) holds it too, as a claude holds its own."""
+    tcp = socket.create_connection(("127.0.0.1", port))
+    with socket.socket(socket.AF_UNIX) as unix:
+        unix.connect(to)
+        socket.send_fds(unix, [b"c"], [tcp.fileno()])
+    return tcp
+
+
+@contextlib.asynccontextmanager
+async def handed_over(path: Path) -> AsyncIterator[Callable[[], Awaitable[trio.SocketStream]]]:
+    """Listen on the Unix socket ``path``; yields a function that waits for the next connection
+    ``hand_over`` sends there and returns it as a stream."""
+    listener = trio.socket.socket(socket.AF_UNIX)
+    await listener.bind(str(path))
+    listener.listen()
+
+    async def receive() -> trio.SocketStream:
+        conn, _ = await listener.accept()
+        with conn:
+            _, ancillary, _, _ = await conn.recvmsg(1, socket.CMSG_SPACE(4))
+        fd = int.from_bytes(ancillary[0][2][:4], sys.byteorder)
+        return trio.SocketStream(trio.socket.from_stdlib_socket(socket.socket(fileno=fd)))
+
+    with listener:
+        yield receive
+
+
+async def claude_in_a_terminal(nvim, port: int, receive, tmp_path: Path, name: str):
+    """A :terminal whose job holds a connection to the server, as a claude does, and hands it
+    to the test (``receive``, from :func:`handed_over` on ``tmp_path / "hand"``): (window,
+    buffer, job pid, the connection)."""
+    script = tmp_path / f"{name}.py"
+    script.write_text(f"import sys, time\nsys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+                      "from helpers import hand_over\n"
+                      f"kept = hand_over({port}, {str(tmp_path / 'hand')!r})\ntime.sleep(600)\n")
+    await nvim.request("nvim_command", f"botright split | terminal {sys.executable} {script}")
+    window, buffer, pid = await nvim.exec_lua(
+        "return {vim.api.nvim_get_current_win(), vim.api.nvim_get_current_buf(),"
+        " vim.b.terminal_job_pid}")
+    return window, buffer, pid, await receive()
+
+
+# Claude Code's hooks, as claude 2.1.331 runs them (/work/notes/cli_findings.md §1): for each
+# event, every hook group whose matcher fits the tool; an `mcp_tool` hook on the server "ide"
+# is a tools/call (no _meta) on the IDE connection, with `input`'s strings interpolated from
+# the event's JSON (`${tool_input.file_path}`: an object becomes compact JSON, a missing path "").
+
+SESSION = "9dda414b-6c1e-4b47-9d2a-5f0e3c1b7a11"
+
+
+def interpolate(value: Any, event: dict) -> Any:
+    if isinstance(value, dict):
+        return {k: interpolate(v, event) for k, v in value.items()}
+    if not isinstance(value, str):
+        return value
+
+    def lookup(match: re.Match) -> str:
+        found: Any = event
+        for key in match[1].split("."):
+            found = found.get(key) if isinstance(found, dict) else None
+        if found is None:
+            return ""
+        if isinstance(found, (dict, list)):
+            return json.dumps(found, separators=(",", ":"))
+        return found if isinstance(found, str) else json.dumps(found)
+
+    return re.sub(r"\$\{([^}]*)\}", lookup, value)
+
+
+def published_settings(args: list[str]) -> dict:
+    """The --settings a server published for a claude (its ``claude_args``)."""
+    return json.loads(args[args.index("--settings") + 1])
+
+
+class HookedClaude:
+    """A stand-in claude that runs the hooks of ``settings`` as the real one does, over
+    ``client`` (its IDE connection), and makes the file changes its tools would."""
+
+    def __init__(self, client: McpClient, settings: dict, cwd: Path | str = "/tmp") -> None:
+        self.client, self.settings, self.cwd = client, settings, str(cwd)
+        self.prompt_id = "0"
+        self.calls: list[dict] = []
+        """Every hook's tools/call: {"name", "arguments", "result"}."""
+        self._uses = 0
+
+    def _event(self, name: str, **fields: Any) -> dict:
+        event = {"session_id": SESSION, "cwd": self.cwd,
+                 "transcript_path": f"/root/.claude/projects/-w/{SESSION}.jsonl"}
+        if name != "SessionStart":
+            event.update(prompt_id=self.prompt_id, permission_mode="default")
+        return {**event, "hook_event_name": name, **fields}
+
+    async def fire(self, event: dict) -> list[dict]:
+        """Run the hooks for ``event``; their tool results."""
+        results = []
+        for group in self.settings.get("hooks", {}).get(event["hook_event_name"], []):
+            matcher = group.get("matcher")
+            if matcher and not re.fullmatch(matcher, event.get("tool_name", "")):
+                continue
+            for hook in group["hooks"]:
+                assert hook["type"] == "mcp_tool" and hook["server"] == "ide", hook
+                arguments = interpolate(hook.get("input", {}), event)
+                result = await self.client.result(
+                    "tools/call", {"name": hook["tool"], "arguments": arguments})
+                self.calls.append({"name": hook["tool"], "arguments": arguments,
+                                   "result": result})
+                results.append(result)
+        return results
+
+    async def prompt(self, text: str) -> None:
+        self.prompt_id = f"p{len(self.calls)}"
+        await self.fire(self._event("UserPromptSubmit", prompt=text))
+
+    def _tool(self, name: str, tool_input: dict) -> dict:
+        self._uses += 1
+        return {"tool_name": name, "tool_input": tool_input, "tool_use_id": f"toolu_{self._uses}",
+                "effort": {"level": "medium"}}
+
+    async def edit(self, path: Path, old: str, new: str) -> None:
+        """The Edit tool: PreToolUse, the write, PostToolUse (claude's own shapes)."""
+        tool = self._tool("Edit", {"file_path": str(path), "old_string": old,
+                                   "new_string": new, "replace_all": False})
+        await self.fire(self._event("PreToolUse", **tool))
+        original = path.read_text()
+        assert old in original, f"{old!r} is not in {path}"
+        path.write_text(original.replace(old, new, 1))
+        response = {"filePath": str(path), "oldString": old, "newString": new,
+                    "originalFile": original, "structuredPatch": [], "userModified": False,
+                    "replaceAll": False}
+        await self.fire(self._event("PostToolUse", **tool, tool_response=response,
+                                    duration_ms=5))
+
+    async def write(self, path: Path, content: str) -> None:
+        """The Write tool, on a new file or over one."""
+        tool = self._tool("Write", {"file_path": str(path), "content": content})
+        await self.fire(self._event("PreToolUse", **tool))
+        original = path.read_text() if path.exists() else None
+        path.write_text(content)
+        response = {"type": "update" if original is not None else "create",
+                    "filePath": str(path), "content": content, "structuredPatch": [],
+                    "originalFile": original, "userModified": False}
+        await self.fire(self._event("PostToolUse", **tool, tool_response=response,
+                                    duration_ms=5))
+
+    async def bash(self, command: str) -> None:
+        """The Bash tool (no PreToolUse hook: it writes no file claude names)."""
+        tool = self._tool("Bash", {"command": command, "description": "run it"})
+        await self.fire(self._event("PreToolUse", **tool))
+        proc = await trio.run_process(["bash", "-c", command], cwd=self.cwd,
+                                      capture_stdout=True, check=False)
+        response = {"stdout": proc.stdout.decode(), "stderr": "", "interrupted": False,
+                    "isImage": False, "noOutputExpected": False}
+        await self.fire(self._event("PostToolUse", **tool, tool_response=response,
+                                    duration_ms=5))
+
+    async def read(self, path: Path) -> None:
+        tool = self._tool("Read", {"file_path": str(path)})
+        await self.fire(self._event("PreToolUse", **tool))
+        text = path.read_text()
+        response = {"type": "text", "file": {"filePath": str(path), "content": text,
+                                             "numLines": text.count("\n"), "startLine": 1,
+                                             "totalLines": text.count("\n")}}
+        await self.fire(self._event("PostToolUse", **tool, tool_response=response,
+                                    duration_ms=1))
+
+    async def ask_permission(self, tool: str, tool_input: dict) -> None:
+        await self.fire(self._event("PermissionRequest", tool_name=tool, tool_input=tool_input,
+                                    permission_suggestions=[{"type": "setMode",
+                                                             "mode": "acceptEdits",
+                                                             "destination": "session"}]))
+
+    async def notify(self, kind: str) -> None:
+        message = {"permission_prompt": "Claude needs your permission",
+                   "idle_prompt": "Claude is waiting for your input"}[kind]
+        await self.fire(self._event("Notification", message=message, notification_type=kind))
+
+    async def stop(self) -> None:
+        await self.fire(self._event("Stop", effort={"level": "medium"}, stop_hook_active=False,
+                                    last_assistant_message="Done.", background_tasks=[],
+                                    session_crons=[]))

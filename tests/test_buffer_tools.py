@@ -111,7 +111,7 @@ async def test_caps_on_lines_and_bytes(nvim_address, nvim, tmp_path):
     await edit(nvim, path)
 
     def limited(**limits):
-        tool = get_buffer_text.make_tool(get_buffer_text.Limits(**limits))
+        tool = get_buffer_text.make_tool(**limits)
         return model_client_of(nvim_address, tmp_path / "ide", tool)
 
     async with limited(max_lines=3) as model:
@@ -202,7 +202,7 @@ async def test_the_quickfix_list_is_capped(nvim_address, nvim, tmp_path):
       for i = 1, 5 do items[i] = { text = ('item %d %s'):format(i, ('x'):rep(50)) } end
       vim.fn.setqflist(items, 'r')
     """)
-    small = get_quickfix_list.make_tool(get_quickfix_list.Limits(max_items=2, max_text_bytes=6))
+    small = get_quickfix_list.make_tool(max_items=2, max_text_bytes=6)
     async with model_client_of(nvim_address, tmp_path / "ide", small) as model:
         answer = await call(model, "getQuickfixList", {})
     assert answer["truncated"] is True and answer["total"] == 5

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 
-from claude_nvim._mentions.claudes import Claude, Claudes, Terminal, parent_pid
+import pytest
+
+from claude_nvim._mentions.claudes import Claude, Claudes, Terminal, holds_socket, parent_pid
 
 # A made-up process tree: 100 (nvim) -> 200 (terminal job: claude-nvim claude) -> 201 (claude);
 # 100 -> 300 (terminal job: a shell) -> 301 (claude); 400 runs outside Neovim.
@@ -75,3 +78,44 @@ def test_the_real_parent_of_a_real_process():
         child.kill()
         child.wait()
     assert parent_pid(child.pid) is None  # gone
+
+
+def test_a_claimed_pid_is_believed_only_if_its_process_tree_holds_the_connection():
+    # 201 descends from terminal 5's job; whether its tree holds the connection decides.
+    for proof, terminal in ((True, TERMINALS[0]), (None, TERMINALS[0]), (False, None)):
+        registry = Claudes(parent_of=PARENTS.get, holds=lambda pid, c, s, proof=proof: proof)
+        claude = registry.identify(1, 201, TERMINALS, ("127.0.0.1", 5000), ("127.0.0.1", 80))
+        assert (claude.terminal, claude.proven) == (terminal, proof)
+    # Disproven, its pid names nobody to the user.
+    assert Claude(1, 201, None, proven=False).label() == "Claude #1"
+
+
+def test_unproven_a_claim_on_the_terminal_of_a_connected_claude_is_refused():
+    registry = claudes()
+    first = Claude(1, 201, TERMINALS[0], proven=None)
+    assert registry.disputed(first) is None
+    registry.add(first)
+    assert registry.disputed(Claude(2, 200, TERMINALS[0], proven=None)) is first
+    assert registry.disputed(Claude(3, 200, TERMINALS[0], proven=True)) is None  # proven
+    assert registry.disputed(Claude(4, 301, TERMINALS[1], proven=None)) is None  # another
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")
+def test_the_holder_of_a_real_connection():
+    with socket.create_server(("127.0.0.1", 0)) as server, \
+            socket.create_connection(server.getsockname()) as client:
+        accepted, _ = server.accept()
+        with accepted:
+            ends = client.getsockname(), server.getsockname()
+            assert holds_socket(os.getpid(), *ends) is True
+            assert holds_socket(os.getppid(), *ends) is True  # through a descendant: us
+            child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"])
+            try:
+                assert holds_socket(child.pid, *ends) is False
+            finally:
+                child.kill()
+                child.wait()
+            # The other direction is the server's socket, which we hold too; a connection
+            # that does not exist cannot be proven either way.
+            assert holds_socket(os.getpid(), ends[1], ends[0]) is True
+            assert holds_socket(os.getpid(), ("127.0.0.1", 1), ends[1]) is None

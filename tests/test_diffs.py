@@ -144,6 +144,7 @@ async def test_a_reused_tab_name_rejects_the_older_diff(client, ui, target):
 
 
 WINBAR = "return vim.api.nvim_eval_statusline(vim.wo.winbar, {use_winbar = true}).str"
+MINUS = "\N{MINUS SIGN}"
 
 
 @pytest.mark.parametrize("verdict", ["accept", "reject"])
@@ -155,8 +156,10 @@ async def test_a_buffer_with_unsaved_changes_gets_the_diff_against_them(client, 
     async with trio.open_nursery() as nursery:
         # claude's screen says "Opened changes in Neovim": they are, against what the user sees.
         diff = await open_diff(nursery, client, ui, target, "two\n3\n")
+        # A 60-column window: the keys, the file and what is left to decide; the buffer's
+        # name says "a.py (Claude's proposal)".
         assert (await ui.exec_lua(WINBAR)).rstrip() == (
-            ":w accepts · :q rejects · Claude's proposal for unsaved a.py")
+            f":w accepts · :q rejects · unsaved a.py · +1 {MINUS}1 · 1 of 1 hunk")
         shown = await ui.exec_lua("""return vim.tbl_map(function(w)
             return vim.api.nvim_buf_get_lines(vim.api.nvim_win_get_buf(w), 0, -1, false)
           end, vim.api.nvim_tabpage_list_wins(0))""")
@@ -340,3 +343,82 @@ async def test_two_diffs_in_the_current_tab_close_in_either_order(client, ui, tm
         assert (await diffs[remaining].outcome())[0] == "DIFF_REJECTED"
     # What was in the window before the first diff is back.
     assert await ui.exec_lua(WINDOWS) == [["", False], [str(other), False]]
+
+
+TEN = "".join(f"{i}\n" for i in range(1, 11))
+PROPOSED = TEN.replace("2\n", "two\n").replace("5\n", "five\nfive and a half\n").replace(
+    "9\n", "")  # three hunks: a change, a change and an addition, a deletion
+LAYOUT = """
+local wins = vim.api.nvim_tabpage_list_wins(0)
+return vim.tbl_map(function(w)
+  local b = vim.api.nvim_win_get_buf(w)
+  return { proposal = vim.b[b].claude_nvim_proposal ~= nil, diff = vim.wo[w].diff,
+           row = vim.api.nvim_win_get_position(w)[1], col = vim.api.nvim_win_get_position(w)[2] }
+end, wins)
+"""
+
+
+@pytest.mark.parametrize("layout", ["vertical", "horizontal", "inline"])
+async def test_hunk_by_hunk_the_proposal_becomes_the_text_claude_writes(client, ui, tmp_path,
+                                                                        layout):
+    await ui.exec_lua(f"vim.g.claude_nvim_opts = {{ diff = {{ layout = '{layout}' }} }}")
+    path = tmp_path / "ten.txt"
+    path.write_text(TEN)
+    async with trio.open_nursery() as nursery:
+        diff = await open_diff(nursery, client, ui, path, PROPOSED)
+        windows = await ui.exec_lua(LAYOUT)
+        if layout == "inline":  # the proposal alone
+            assert windows == [{"proposal": True, "diff": False, "row": 1, "col": 0}]
+        else:
+            target, proposal = windows
+            assert target["diff"] and proposal["diff"] and proposal["proposal"]
+            assert (proposal["row"] > target["row"]) == (layout == "horizontal")
+            assert (proposal["col"] > target["col"]) == (layout == "vertical")
+        assert (await ui.exec_lua(WINBAR)).rstrip().endswith(f"+3 {MINUS}3 · 3 of 3 hunks")
+        # The cursor in the proposal: the first hunk rejected (the old line back), the second
+        # accepted, the third left as it is.
+        await ui.exec_lua("vim.api.nvim_win_set_cursor(0, {2, 0})")
+        await ui.request("nvim_command", "ClaudeNvimHunkReject")
+        assert (await ui.exec_lua(WINBAR)).rstrip().endswith(f"+2 {MINUS}2 · 2 of 3 hunks")
+        await ui.request("nvim_command", "6ClaudeNvimHunkAccept")
+        assert (await ui.exec_lua(WINBAR)).rstrip().endswith(f"+0 {MINUS}1 · 1 of 3 hunks")
+        await ui.request("nvim_command", "write")
+        assert await diff.outcome() == ["FILE_SAVED", PROPOSED.replace("two\n", "2\n")]
+
+
+async def test_inline_the_old_lines_show_in_the_proposal_and_c_moves_between_hunks(
+        client, ui, tmp_path):
+    await ui.exec_lua("vim.g.claude_nvim_opts = { diff = { layout = 'inline' } }")
+    path = tmp_path / "ten.txt"
+    path.write_text(TEN)
+    async with trio.open_nursery() as nursery:
+        diff = await open_diff(nursery, client, ui, path, PROPOSED)
+        marks = await ui.exec_lua("""
+            local ns = vim.api.nvim_get_namespaces().claude_nvim_inline
+            return vim.tbl_map(function(m)
+              local virt = m[4].virt_lines
+              return { m[2] + 1, m[4].line_hl_group or vim.NIL, virt and vim.tbl_map(
+                function(l) return l[1][1] end, virt) or vim.NIL } end,
+              vim.api.nvim_buf_get_extmarks(0, ns, 0, -1, { details = true }))""")
+        # Claude's lines highlighted; the old ones above them, or below the line before.
+        assert sorted(marks, key=str) == sorted([
+            [2, None, ["2"]], [2, "DiffAdd", None], [5, None, ["5"]], [5, "DiffAdd", None],
+            [6, "DiffAdd", None], [9, None, ["9"]]], key=str)
+        rows = []
+        for keys in ("gg]c", "]c", "]c", "]c", "[c"):
+            await ui.request("nvim_input", keys)
+            rows.append(await ui.exec_lua("return vim.api.nvim_win_get_cursor(0)[1]"))
+        assert rows == [2, 5, 10, 10, 5]  # a deletion: the line after it, as in diff mode
+        await ui.request("nvim_command", "ClaudeNvimDiffDeny")
+        assert (await diff.outcome())[0] == "DIFF_REJECTED"
+
+
+async def test_a_hunk_is_rejected_from_the_files_side_too(client, ui, tmp_path):
+    path = tmp_path / "ten.txt"
+    path.write_text(TEN)
+    async with trio.open_nursery() as nursery:
+        diff = await open_diff(nursery, client, ui, path, PROPOSED)
+        await ui.request("nvim_command", "wincmd h")  # the file's side: old line numbers
+        await ui.request("nvim_command", "9ClaudeNvimHunkReject")  # the deleted line 9
+        await ui.request("nvim_command", "ClaudeNvimDiffAccept")
+        assert await diff.outcome() == ["FILE_SAVED", PROPOSED.replace("8\n", "8\n9\n")]

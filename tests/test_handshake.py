@@ -46,6 +46,14 @@ def test_a_request_split_anywhere():
     (upgrade(b"Sec-WebSocket-Key: " + KEY), 400),  # two keys
     (b"\x16\x03\x01 not HTTP at all\r\n\r\n", 400),
     (upgrade(b"X-Big: " + b"y" * 20000), 431),  # in one piece
+    # What h11 takes but RFC 9112 lets a server refuse, and RFC 6455 does not allow:
+    (upgrade().replace(b"\r\n", b"\n"), 400),  # LF-only line endings
+    (upgrade().replace(b"Host: 127.0.0.1\r\n", b"Host: 127.0.0.1\n"), 400),  # mixed
+    (upgrade().replace(b"\r\n\r\n", b"\r\n\n"), 400),  # a bare LF for the empty line
+    (upgrade(b"X-Name: a\r\n folded"), 400),  # obs-fold
+    (upgrade(b"X-Name: a\r\n\tfolded"), 400),
+    (upgrade(key=KEY[:-3] + b"h=="), 400),  # base64 of the same 16 bytes, not canonical
+    (upgrade(key=KEY.rstrip(b"=")), 400),  # no padding
 ])
 def test_what_is_refused(data, status):
     result = Handshake().receive(data)

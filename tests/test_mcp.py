@@ -153,6 +153,29 @@ async def test_arguments_that_break_the_schema_are_tool_errors_naming_the_argume
     assert "isError" not in ok["result"]  # unknown keys are ignored: new CLIs add some
 
 
+async def test_arguments_neovim_cannot_take_are_invalid_whatever_the_schema():
+    # Before: the call reached the tool, and packing for Neovim failed ("Internal error:
+    # UnicodeEncodeError" / "OverflowError").
+    s = session()
+    for raw_arguments, words in [
+        ('{"path": "\\ud800"}', "'path' is not text: it holds a lone surrogate (U+D800)"),
+        ('{"path": "a\\udfff"}', "'path' is not text"),
+        ('{"path": "a", "line": 1180591620717411303424}', "'line' is out of range"),
+        ('{"path": "a", "deep": [{"n": -1000000000000000000000}]}', "'deep[0].n' is out of range"),
+        ('{"path": "a", "\\udbff": 1}', "'\\udbff' is not text"),
+    ]:
+        reply = await ask(s, '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": '
+                             f'{{"name": "echo", "arguments": {raw_arguments}}}}}')
+        assert reply["result"]["isError"] is True, raw_arguments
+        text = reply["result"]["content"][0]["text"]
+        assert text.startswith("Invalid arguments for echo: ") and words in text, text
+    # U+DC80..U+DCFF stand for the bytes of non-UTF-8 file names, as the server sends them.
+    for fine in ('{"path": "caf\\udce9.txt"}', '{"path": "a", "line": 18446744073709551615}'):
+        reply = await ask(s, '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": '
+                             f'{{"name": "echo", "arguments": {fine}}}}}')
+        assert "isError" not in reply["result"], reply
+
+
 async def test_the_whole_json_schema_is_checked_not_a_subset():
     strict = {"type": "object", "additionalProperties": False, "required": ["name", "mode"],
               "properties": {"name": {"type": "string", "minLength": 1, "pattern": "^[a-z]+$"},

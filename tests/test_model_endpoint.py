@@ -15,6 +15,8 @@ from pathlib import Path
 
 import trio
 
+from claude_nvim._commands import relay
+from claude_nvim._wire.constants import MAX_MESSAGE_BYTES
 from claude_nvim.testing import running_app
 from helpers import environment
 
@@ -97,6 +99,44 @@ async def test_mcp_relays_to_the_server_for_this_directory(app, tmp_path):
     assert "getWorkspaceFolders" in names and "openDiff" not in names
     folders = json.loads(by_id[2]["result"]["content"][0]["text"])
     assert folders["rootPath"] == str(tmp_path)
+
+
+async def test_mcp_answers_a_line_over_the_message_limit_and_goes_on(app, tmp_path):
+    # As the MCP TypeScript SDK writes a request: its id last. Before: the relay buffered the
+    # whole line and sent it; the server closed the connection (1009), and the relay ended.
+    huge = (b'{"method":"tools/call","params":{"name":"getWorkspaceFolders","arguments":'
+            b'{"x":"' + b"a" * (MAX_MESSAGE_BYTES + 1) + b'"}},"jsonrpc":"2.0","id":7}\n')
+    process = await trio.lowlevel.open_process(
+        [*CLAUDE_NVIM, "mcp"], env=environment(tmp_path), cwd=tmp_path, preexec_fn=limit_memory,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    answers, buffer = [], b""
+    try:
+        with trio.fail_after(30):
+            await process.stdin.send_all(json.dumps(INIT[0]).encode() + b"\n" + huge)
+            await process.stdin.send_all(json.dumps({**INIT[3], "id": 8}).encode() + b"\n")
+            while len(answers) < 3:
+                chunk = await process.stdout.receive_some(65536)
+                assert chunk, "claude-nvim mcp closed its output"
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                answers += [json.loads(line) for line in lines if line]
+    finally:
+        process.kill()
+    by_id = {a["id"]: a for a in answers}
+    assert by_id[7]["error"] == {"code": -32600, "message": (
+        "Invalid request: a message over 64 MiB, claude-nvim's limit (dropped)")}
+    assert json.loads(by_id[8]["result"]["content"][0]["text"])["rootPath"] == str(tmp_path)
+
+
+def test_a_dropped_line_is_answered_for_its_top_level_id_only():
+    def answered(start, end=b""):
+        return json.loads(relay._too_long(start, end or start, 10))["id"]
+
+    assert answered(b'{"jsonrpc": "2.0", "id": "a\\"b", "method": ') == 'a"b'
+    assert answered(b'{"id":-3,"method":"x"') == -3
+    assert answered(b'{"method":"x","params":{"id":1', b'"x"}},"jsonrpc":"2.0","id":9}') == 9
+    assert answered(b'{"method":"x","params":{"id":1', b'"a":{"id":2}}}') is None  # nested
+    assert answered(b'[{"id":1') is None  # a batch: not ours to answer one of
 
 
 async def test_mcp_skips_bogus_locks_and_relays_to_the_real_server(app, tmp_path,
@@ -188,7 +228,7 @@ async def test_claude_command_passes_the_model_endpoint(nvim_address, tmp_path):
     await trio.run_process([*CLAUDE_NVIM, "claude", "hello"], env=env)
     got = json.loads(seen.read_text())
     argv = got["argv"]
-    assert argv[0] == "--mcp-config" and argv[2] == "hello"
+    assert argv[0] == "--mcp-config" and argv[4] == "hello"
     assert got["mode"] == 0o600 and not os.path.exists(argv[1])  # private, and gone after
     assert "Authorization" not in " ".join(argv)  # no token on the command line
     server = json.loads(got["config"])["mcpServers"]["nvim"]

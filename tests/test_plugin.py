@@ -1,6 +1,6 @@
 """The repository as a Neovim plugin: a real headless Neovim with the checkout on 'runtimepath',
 a UI attached from a second RPC client, and a stand-in `claude` on PATH that connects like the
-CLI does (no real claude needed)."""
+CLI does (no real claude needed; plugin_kit.py's, with the fixtures `claude_dir` and `user`)."""
 
 from __future__ import annotations
 
@@ -20,105 +20,21 @@ from claude_nvim._errors import EditorError
 from claude_nvim._mentions.claudes import parent_pid
 from claude_nvim._nvim.headless import find_nvim, headless_nvim
 from claude_nvim.testing import attached_editor, mcp_client, running_app
-from helpers import PendingDiff, diff_args, eventually, mode
+from helpers import PendingDiff, diff_args, eventually, handed_over, mode
+from plugin_kit import (
+    ROOT,
+    TABLINE,
+    alive,
+    claude_started,
+    claudes_started,
+    plugin_args,
+    plugin_user,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = ["ClaudeNvim", "ClaudeNvimNew", "ClaudeNvimSwitch", "ClaudeNvimFocus",
             "ClaudeNvimSend", "ClaudeNvimAdd", "ClaudeNvimDiffAccept", "ClaudeNvimDiffDeny",
-            "ClaudeNvimInstall"]
-
-# A stand-in for `claude`: connects to the server named by its environment (as claude does),
-# records its pid (each one's: started.jsonl) and every @-mention it gets (each one's:
-# mentions-PID.jsonl), and exits when "exit" is typed into it.
-FAKE_CLAUDE = """\
-#!{python}
-import json, os, sys, threading, trio
-from claude_nvim.testing import mcp_client
-out = {out!r}
-with open(out + "/started.json", "w") as f:
-    json.dump({{"pid": os.getpid(), "argv": sys.argv[1:]}}, f)
-with open(out + "/started.jsonl", "a") as f:
-    f.write(json.dumps({{"pid": os.getpid(), "argv": sys.argv[1:]}}) + "\\n")
-def typed():
-    for line in sys.stdin:
-        if line.strip() == "exit":
-            os._exit(0)
-threading.Thread(target=typed, daemon=True).start()
-async def main():
-    port = os.environ["CLAUDE_CODE_SSE_PORT"]
-    lock = os.path.join(os.environ["CLAUDE_CONFIG_DIR"], "ide", port + ".lock")
-    token = json.load(open(lock))["authToken"]
-    async with mcp_client(int(port), token, pid=os.getpid()) as client:
-        seen = 0
-        while True:
-            note = await client.next_notification("at_mentioned", after=seen, timeout=3600)
-            seen = next(i for i, n in enumerate(client.notifications) if n is note) + 1
-            for name in ("/mentions.jsonl", "/mentions-%d.jsonl" % os.getpid()):
-                with open(out + name, "a") as f:
-                    f.write(json.dumps(note["params"]) + "\\n")
-trio.run(main)
-"""
-
-
-@pytest.fixture
-def claude_dir(tmp_path, monkeypatch) -> Path:
-    """A directory with the stand-in `claude`, put first on PATH (for Neovims started after)."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    script = bin_dir / "claude"
-    script.write_text(FAKE_CLAUDE.format(python=sys.executable, out=str(tmp_path)))
-    script.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "cfg"))
-    for name in ("NVIM", "CLAUDE_CODE_SSE_PORT", "CLAUDE_NVIM_CLAUDE"):
-        monkeypatch.delenv(name, raising=False)
-    return tmp_path
-
-
-def plugin_args(**opts) -> tuple[str, ...]:
-    """Neovim's arguments: no user config, this checkout as a plugin, set up with ``opts``
-    (and the claude-nvim of this Python, whatever is on PATH)."""
-    opts = {"cmd": [sys.executable, "-m", "claude_nvim"], **opts}
-    return ("--clean", "--cmd", "let g:loaded_python3_provider = 0",
-            "--cmd", f"set runtimepath^={ROOT}",
-            "--cmd", f"lua require('claude_nvim').setup(vim.json.decode([[{json.dumps(opts)}]]))")
-
-
-@contextlib.asynccontextmanager
-async def plugin_user(cwd: Path, **opts):
-    """A plugin Neovim (set up with ``opts``) with an 120x40 UI attached: the user's side."""
-    with headless_nvim(cwd=cwd, args=plugin_args(**opts)) as (address, _process):
-        async with attached_editor(address) as nvim:
-            await nvim.request("nvim_ui_attach", 120, 40, {"ext_linegrid": True})
-            nvim.address = address
-            yield nvim
-
-
-@pytest.fixture
-async def user(claude_dir):
-    """A plugin Neovim with an 120x40 UI attached: the user's side."""
-    async with plugin_user(claude_dir) as nvim:
-        yield nvim
-
-
-async def claude_started(tmp_path: Path) -> dict:
-    with trio.fail_after(20):
-        while not (tmp_path / "started.json").exists():
-            await trio.sleep(0.05)
-        while True:
-            try:
-                return json.loads((tmp_path / "started.json").read_text())
-            except json.JSONDecodeError:
-                await trio.sleep(0.05)
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
+            "ClaudeNvimHunkAccept", "ClaudeNvimHunkReject", "ClaudeNvimReview",
+            "ClaudeNvimRevert", "ClaudeNvimInstall", "ClaudeNvimRename"]
 
 TERMINAL = """
 local info = require('claude_nvim.terminal').info()
@@ -158,7 +74,8 @@ async def test_toggle_hides_and_shows_the_same_running_claude(user, claude_dir):
     await terminal_mode(user)
     started = await claude_started(claude_dir)
     assert started["argv"][0] == "--mcp-config"  # what the server published, then the user's
-    assert started["argv"][2:] == ["--resume"]
+    assert started["argv"][2] == "--settings"  # its hooks (test_hooks.py)
+    assert started["argv"][4:] == ["--resume"]
     await user.request("nvim_input", "<C-\\><C-n>")
     await user.request("nvim_command", "ClaudeNvim")  # hide: claude keeps running
     hidden = await user.exec_lua(TERMINAL)
@@ -180,13 +97,39 @@ async def test_toggle_hides_and_shows_the_same_running_claude(user, claude_dir):
         1, False]  # its window and buffer are gone with it
 
 
-async def claudes_started(tmp_path: Path, count: int) -> list[dict]:
-    """The first ``count`` stand-ins started, once they all have."""
-    path = tmp_path / "started.jsonl"
-    with trio.fail_after(20):
-        while len(lines := path.read_text().splitlines() if path.exists() else []) < count:
-            await trio.sleep(0.05)
-    return [json.loads(line) for line in lines]
+async def test_a_claude_the_plugin_starts_tells_its_state_through_its_hooks(user, claude_dir):
+    await user.exec_lua("_G.seen = {}; vim.api.nvim_create_autocmd('User', { pattern = "
+                        "{ 'ClaudeNvimWorking', 'ClaudeNvimDone' }, callback = function(ev) "
+                        "table.insert(_G.seen, { ev.match, ev.data.terminal }) end })")
+    await user.request("nvim_command", "ClaudeNvim")
+    started = await eventually(user, TERMINAL)
+    await claude_started(claude_dir)
+    first = "local c = ((vim.g.claude_nvim_server or {}).claudes or {})[1]; return c and "
+    assert (await eventually(user, first + "c"))["state"] == "unknown"  # no hook came yet
+    await user.exec_lua("vim.fn.chansend(select(1, ...), 'prompt Fix it\\r')", started["job"])
+    working = await eventually(user, first + "c.state == 'working' and c")
+    assert working["terminal"] == started["buf"] and working["label"] == "Claude 1"
+    await user.exec_lua("vim.fn.chansend(select(1, ...), 'stop\\r')", started["job"])
+    seen = await eventually(user, "return #_G.seen == 2 and _G.seen")
+    assert seen == [["ClaudeNvimWorking", started["buf"]], ["ClaudeNvimDone", started["buf"]]]
+
+
+async def test_the_status_says_when_claudes_last_turn_is_to_review(user, claude_dir):
+    path = claude_dir / "a.py"
+    path.write_text("one\ntwo\n")
+    await user.request("nvim_command", f"edit {path}")
+    await user.request("nvim_command", "ClaudeNvim")
+    started = await eventually(user, TERMINAL)
+    await eventually(user, "return require('claude_nvim').status() == 'Claude'")
+    for line in ("prompt Fix it", f"write {path} two 2", "stop"):
+        await user.exec_lua("vim.fn.chansend(select(1, ...), select(2, ...) .. '\\r')",
+                            started["job"], line)
+    await eventually(user, "return require('claude_nvim').status() == "
+                           "'Claude · 1 file to review'")
+    await user.request("nvim_input", "<C-\\><C-n>")
+    await user.request("nvim_command", "ClaudeNvimReview")
+    await eventually(user, "return #vim.api.nvim_list_tabpages() == 2")
+    assert await user.exec_lua("return require('claude_nvim').status()") == "Claude"
 
 
 # The Claude window (the window showing the current Claude) and every Claude terminal.
@@ -216,12 +159,12 @@ async def test_several_claudes_take_turns_in_the_claude_window(user, claude_dir)
     assert two["current"] == two["claudes"][1]["buf"] and await mode(user) == "t"
     assert two["bufs"] == one["bufs"] + 1  # naming it left no buffer behind
     first, second = await claudes_started(claude_dir, 2)
-    assert second["argv"][2:] == ["--two"] and alive(first["pid"]) and alive(second["pid"])
+    assert second["argv"][4:] == ["--two"] and alive(first["pid"]) and alive(second["pid"])
     both = "local s = require('claude_nvim').status() return s:find('2') and s"
     assert await eventually(user, both) == "Claude \N{MULTIPLICATION SIGN}2"
     assert await user.exec_lua("return vim.fn.getcompletion('ClaudeNvimSwitch ', 'cmdline')"
-                               ) == ["1", "2"]
-    for command, shown in [("ClaudeNvimSwitch", 0), ("ClaudeNvimSwitch", 1),
+                               ) == ["1", "2", "next"]
+    for command, shown in [("ClaudeNvimSwitch next", 0), ("ClaudeNvimSwitch next", 1),
                            ("ClaudeNvimSwitch 1", 0)]:
         await user.request("nvim_input", "<C-\\><C-n>")
         await user.request("nvim_command", command)
@@ -500,7 +443,13 @@ async def test_the_proposal_says_what_it_is_and_how_to_answer(user, claude_dir, 
                                           "{use_winbar = true}).str, "
                                           "#vim.api.nvim_list_tabpages()}")
         winbar, tabs = proposal[0].rstrip(), proposal[1]
-        assert winbar == ":w accepts · :q rejects · Claude's proposal for a.py"
+        counts = "+1 \N{MINUS SIGN}1 · 1 of 1 hunk"
+        whole = f":w accepts · :q rejects · Claude's proposal for a.py · {counts}"
+        width = await user.exec_lua("return vim.api.nvim_win_get_width(0)")
+        # Where it fits, all of it; else the file and the counts (the buffer's name says
+        # "a.py (Claude's proposal)").
+        assert winbar == (whole if len(whole) <= width else
+                          f":w accepts · :q rejects · a.py · {counts}")
         assert await eventually(user, "return require('claude_nvim').status()") == (
             "Claude · 1 diff")
         if open_in == "current":
@@ -654,8 +603,10 @@ async def test_after_a_diff_the_cursor_is_back_in_claude_pinned_there(user, clau
         await user.request("nvim_command", f"edit {path}")
     await user.request("nvim_command", "ClaudeNvimFocus")  # to the file
     await user.request("nvim_command", "ClaudeNvimFocus")  # and back: no second Claude window
-    now = await user.exec_lua(WINDOWS_NOW)
-    assert now["win"] == claude and now["wins"] == 2 and now["mode"] == "t"
+    # :startinsert takes effect when Neovim next waits for input.
+    now = await eventually(user, f"local w = (function() {WINDOWS_NOW} end)()\n"
+                                 "return w.mode == 't' and w")
+    assert now["win"] == claude and now["wins"] == 2
 
 
 async def test_the_file_window_the_user_was_in_last_is_the_active_editor(user, claude_dir):
@@ -671,12 +622,6 @@ async def test_the_file_window_the_user_was_in_last_is_the_active_editor(user, c
         selection = await client.call_json("getCurrentSelection")
         assert selection["filePath"] == str(two)
         assert selection["selection"]["start"] == {"line": 1, "character": 0}
-
-
-TABLINE = """vim.cmd('redraw')
-local row = {}
-for col = 1, vim.o.columns do row[#row + 1] = vim.fn.screenstring(1, col) end
-return table.concat(row)"""
 
 
 async def test_tabs_read_as_names(user, claude_dir):
@@ -728,16 +673,25 @@ async def test_with_two_claudes_the_diff_window_bar_is_whole(user, claude_dir):
     server = await eventually(user, "local s = require('claude_nvim').server()\n"
                                     "return s and s.claude and (s.clients or 0) >= 2 and s.port")
     token = json.loads((claude_dir / "cfg" / "ide" / f"{server}.lock").read_text())["authToken"]
-    # Claude 2 proposes (a client that says it is Claude 2's process), in a 120-column UI.
-    async with mcp_client(server, token, pid=second) as client, \
+    # Claude 2 proposes (through a connection Claude 2's process holds), in a 120-column UI.
+    job = await user.exec_lua("for _, b in ipairs(vim.api.nvim_list_bufs()) do\n"
+                              "  if vim.b[b].claude_nvim_terminal == 2 then\n"
+                              "    return vim.bo[b].channel end end")
+    async with handed_over(claude_dir / "hand") as receive:
+        await user.exec_lua("vim.fn.chansend(select(1, ...), select(2, ...))", job,
+                            f"hand over {claude_dir / 'hand'}\r")
+        stream = await receive()
+    async with mcp_client(server, token, pid=second, stream=stream) as client, \
             trio.open_nursery() as nursery:
         await eventually(user, "return vim.g.claude_nvim_server.clients == 3")  # it is known
         nursery.start_soon(PendingDiff(client, diff_args(path, "new\n")).run)
         await eventually(user, "return vim.b.claude_nvim_proposal ~= nil")
         bar = await user.exec_lua("return {vim.api.nvim_eval_statusline(vim.wo.winbar, "
                                   "{use_winbar = true}).str, vim.api.nvim_win_get_width(0)}")
-        assert bar[0].rstrip() == ":w accepts · :q rejects · proposal of Claude 2 for a.py"
-        assert bar[1] <= 60  # half of the screen
+        # Half the screen: Claude 2 named shortly, the file's name cut, not the keys or counts.
+        assert bar[1] <= 60 and len(bar[0].rstrip()) <= bar[1]
+        assert bar[0].startswith(":w accepts · :q rejects · Claude 2: ")
+        assert bar[0].rstrip().endswith(" · +1 \N{MINUS SIGN}1 · 1 of 1 hunk"), bar
         await user.request("nvim_command", "ClaudeNvimDiffDeny")
 
 

@@ -58,7 +58,7 @@ async def exercise(nvim, claude: StandIn, there: str, here: Path, *, copies: boo
     connected = await claude.connected()
     lock = (await claude.answer(await claude.send(lock=True)))["content"]
     assert lock["workspaceFolders"] == [there] and connected["cwd"] == there
-    assert lock["ideName"] == "Neovim"
+    assert lock["ideName"] == f"Neovim \N{MIDDLE DOT} {here.name}"  # by the project
 
     # A selection and a mention name Claude's paths.
     await edit(nvim, here / "a.py")

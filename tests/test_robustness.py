@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from functools import partial
 from pathlib import Path
 
@@ -135,6 +136,26 @@ async def test_non_utf8_file_names_and_text(client, nvim, tmp_path):
     assert not selection.get("isError"), selection
 
 
+async def test_arguments_neovim_cannot_take_are_clear_errors(client, nvim, tmp_path):
+    # Before: "Internal error: UnicodeEncodeError" and "Internal error: OverflowError".
+    lone = await client.tool_error("openFile", {"filePath": "/tmp/\ud800.py"})
+    assert lone == ("Invalid arguments for openFile: 'filePath' is not text: it holds a lone "
+                    "surrogate (U+D800)")
+    huge = await client.tool_error("openFile", {"filePath": str(tmp_path), "startLine": 2**70})
+    assert huge == "Invalid arguments for openFile: 'startLine' is out of range (at most 64-bit " \
+        "integers)"
+    # The file name the server gives for a non-UTF-8 name comes back and names that file.
+    raw = bytes(tmp_path) + b"/caf\xe9.txt"
+    Path(raw.decode("utf-8", "surrogateescape")).write_bytes(b"x\n")
+    await nvim.exec_lua("vim.cmd.edit(vim.fn.fnameescape(...))",
+                        raw.decode("utf-8", "surrogateescape"))
+    editors = await client.call_json("getOpenEditors")
+    path = editors["tabs"][0]["fileName"]
+    assert path.endswith("caf\udce9.txt")
+    dirty = await client.call_json("checkDocumentDirty", {"filePath": path})
+    assert dirty["success"] is True and dirty["isDirty"] is False
+
+
 async def test_a_busy_neovim_times_out_clearly_and_recovers(nvim_address, nvim, tmp_path):
     app = App(editor_for(nvim_address, timeout=0.5), load_tools().tools,
               lock_directory=tmp_path / "ide")
@@ -249,7 +270,7 @@ async def test_clients_resetting_mid_handshake_do_not_take_the_server_down(app):
 
 
 async def test_a_client_that_stops_reading_is_dropped_and_blocks_nobody(
-        nvim_address, nvim, tmp_path):
+        nvim_address, nvim, tmp_path, caplog):
     # 24 MB of selection: more than the socket buffers hold, so a reply to a client that
     # does not read cannot be sent whole.
     big = tmp_path / "big.txt"
@@ -270,11 +291,47 @@ async def test_a_client_that_stops_reading_is_dropped_and_blocks_nobody(
             with trio.fail_after(15):
                 answer = await client.call_json("getCurrentSelection")
             assert len(answer["text"]) == 300000 * 80 - 1
-        # The stuck client was dropped: reading now drains what the socket held, then ends.
+        # Its answers fill the socket's buffers (tens of MB on loopback), and it is dropped.
+        with trio.fail_after(10):
+            while not any("took nothing" in r.getMessage() for r in caplog.records):
+                await trio.sleep(0.05)
+        # Reading now drains what the socket held, then ends.
         with trio.fail_after(10):
             while await stuck.receive_some(1 << 20):
                 pass
         nursery.cancel_scope.cancel()
+
+
+async def test_a_client_reading_a_trickle_delays_no_other_big_answer(app, nvim, tmp_path):
+    # A token holder asks twice for a 24 MB selection and reads 20 KB/s: enough never to be
+    # dropped as stalled, 20 minutes for one answer. Before, its second answer held the one
+    # big-answer slot until its first was nearly read, and every other client's big read
+    # waited as long (28-90 s at 256 KB/s).
+    big = tmp_path / "big.txt"
+    big.write_text("".join(f"{i:079d}\n" for i in range(300000)))
+    await nvim.request("nvim_command", f"edit {big}")
+    await nvim.request("nvim_input", "ggVG")
+    slow = await raw_upgrade(app.port, app.token)
+    slow.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    for n in range(2):
+        await slow.send_all(masked_frame(0x1, json.dumps(
+            {"jsonrpc": "2.0", "id": n, "method": "tools/call",
+             "params": {"name": "getCurrentSelection", "arguments": {}}}).encode()))
+
+    async def trickle():
+        while await slow.receive_some(4096):
+            await trio.sleep(0.2)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(trickle)
+        await trio.sleep(2)  # its first answer is queued; its second read would be next
+        async with mcp_client(app.port, app.token) as client:
+            for _ in range(2):
+                with trio.fail_after(20):
+                    answer = await client.call_json("getCurrentSelection")
+                assert len(answer["text"]) == 300000 * 80 - 1
+        nursery.cancel_scope.cancel()
+    await slow.aclose()
 
 
 async def test_each_app_has_its_own_big_read_slot_that_its_tools_share(tmp_path):
@@ -291,6 +348,35 @@ async def test_each_app_has_its_own_big_read_slot_that_its_tools_share(tmp_path)
         with trio.fail_after(1):
             async with other_app.big_read():
                 pass
+
+
+async def test_a_big_read_waits_for_room_to_send_before_it_takes_the_slot():
+    class Outlet:
+        def __init__(self) -> None:
+            self.free = trio.Event()
+
+        def has_room(self) -> bool:
+            return self.free.is_set()
+
+        async def room(self) -> None:
+            await self.free.wait()
+
+    slot, full, order = BigReads(), Outlet(), []
+
+    async def answer(name: str, outlet: Outlet | None) -> None:
+        with slot.answering(outlet) as answering:
+            async with slot.read():
+                order.append(name)
+            assert answering.holds_slot
+
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(answer, "to a full connection", full)
+            await trio.sleep(0.05)
+            await answer("to another", None)  # not kept waiting by the full one
+            assert order == ["to another"]
+            full.free.set()
+    assert order == ["to another", "to a full connection"]
 
 
 async def test_a_big_read_slot_is_kept_until_the_answer_is_sent():

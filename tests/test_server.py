@@ -13,12 +13,14 @@ import pytest
 import trio
 from trio_websocket import ConnectionClosed, ConnectionRejected, open_websocket
 
+import claude_nvim.tools
 from claude_nvim import Tool, text_result
 from claude_nvim import _lockfile as lockfile
 from claude_nvim._app import AlreadyServed, App
 from claude_nvim._core import CoreFeature
 from claude_nvim._errors import EditorError, EditorGone
 from claude_nvim._nvim import editor_for
+from claude_nvim._nvim.headless import headless_nvim
 from claude_nvim._plugins import load_tools
 from claude_nvim._selection import SelectionFeature
 from claude_nvim._tool import BOTH
@@ -102,16 +104,38 @@ async def test_lock_file_is_private_complete_and_removed_on_exit(nvim_address, n
         assert content == {
             "pid": nvim_pid,
             "workspaceFolders": [str(tmp_path)],
-            "ideName": "Neovim",
+            "ideName": f"Neovim \N{MIDDLE DOT} {tmp_path.name}",  # as claude's /ide lists it
             "transport": "ws",
             "authToken": app.token,
         }
         # Beside it only the files a claude gets (--mcp-config ...), private too; no temporary.
-        for_claude = [Path(a) for a in app.claude_args[1::2]]
+        assert app.claude_args[::2] == ["--mcp-config", "--settings"]  # --settings: no file
+        for_claude = [Path(app.claude_args[1])]
         assert sorted(lock_dir.iterdir()) == sorted([path, *for_claude])
-        assert app.claude_args[::2] == ["--mcp-config"]
         assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in for_claude)
     assert list(lock_dir.iterdir()) == []  # all gone with the server
+
+
+async def test_ide_names_the_project_and_tells_two_neovims_on_it_apart(app, nvim, tmp_path):
+    def name(path):
+        return json.loads(path.read_text())["ideName"]
+
+    assert name(app.lock_path) == f"Neovim \N{MIDDLE DOT} {tmp_path.name}"
+    # Another Neovim on the same project: claude's /ide would show two same entries.
+    with headless_nvim(cwd=tmp_path) as (other_address, _process):
+        async with running_app(other_address, lock_directory=app.lock_directory) as other:
+            assert name(other.lock_path) == f"Neovim \N{MIDDLE DOT} {tmp_path.name} (2)"
+            assert name(app.lock_path) == f"Neovim \N{MIDDLE DOT} {tmp_path.name}"
+            # The name follows Neovim's cwd.
+            project = tmp_path / "parser project"
+            project.mkdir()
+            await nvim.exec_lua("vim.fn.chdir(...)", str(project))
+            with trio.fail_after(5):
+                while name(app.lock_path) != "Neovim \N{MIDDLE DOT} parser project":
+                    await trio.sleep(0.01)
+            # The locks of claude-nvim by either name are found (claude-nvim claude, mcp).
+            assert {lock.port for lock in lockfile.read_locks(app.lock_directory)} == {
+                app.port, other.port}
 
 
 async def test_default_token_is_random_and_long(nvim_address, tmp_path):
@@ -426,15 +450,17 @@ async def test_a_lua_error_names_the_lua_file_and_line(app, nvim, caplog):
     assert re.search(r"claude_nvim/_selection/selection\.lua:\d+: in function", logged[1])
 
 
-
 async def test_a_tools_lua_error_names_the_tools_lua_file_and_line(app, nvim):
     # A tool's Lua longer than a screen is a real file beside the tool (not a Python string):
     # an error in it names that file and the line there.
     with pytest.raises(EditorError) as raised:
         await nvim.call_lua("claude_nvim.tools.getDiagnostics", "all", None, 10)
-    found = re.search(r"(/\S+/claude_nvim/tools/get_diagnostics\.lua):(\d+): ", str(raised.value))
+    # Lua shortens a long chunk name from the left ("...site-packages/claude_nvim/..."): the
+    # file is named by its end, and read here from the installed package.
+    found = re.search(r"claude_nvim/tools/get_diagnostics\.lua:(\d+): ", str(raised.value))
     assert found, raised.value
-    line = Path(found[1]).read_text().splitlines()[int(found[2]) - 1]
+    source = Path(claude_nvim.tools.__file__).parent / "get_diagnostics.lua"
+    line = source.read_text().splitlines()[int(found[1]) - 1]
     assert line.strip() == "for i = from, #buffers do"
 
 @pytest.mark.lua_errors

@@ -12,7 +12,7 @@ import pytest
 import trio
 
 from claude_nvim.testing import mcp_client, running_app
-from helpers import messages
+from helpers import claude_in_a_terminal, handed_over, messages
 
 CLAUDE_NVIM = [sys.executable, "-m", "claude_nvim"]
 
@@ -78,13 +78,13 @@ async def test_mentions_wait_for_a_client_and_reach_it_when_it_connects(app, nvi
 
 async def test_with_two_claudes_the_latest_to_connect_gets_the_mention(app, client, nvim,
                                                                       tmp_path):
-    async with mcp_client(app.port, app.token, pid=4343) as other:
+    async with mcp_client(app.port, app.token) as other:
         await ready(client, nvim, tmp_path)
         await ready(other, nvim, tmp_path)
         await nvim.request("nvim_command", f"ClaudeNvimAdd {tmp_path}")
         assert await mention(other) == {"filePath": str(tmp_path)}
         assert await client.no_notification("at_mentioned")
-        assert "sent to the Claude with pid 4343" in await messages(nvim)
+        assert f"sent to the Claude with pid {os.getpid()}" in await messages(nvim)
 
 
 async def test_neovim_knows_how_many_claudes_listen(app, client, nvim, tmp_path):
@@ -108,23 +108,34 @@ async def test_neovim_knows_how_many_claudes_listen(app, client, nvim, tmp_path)
     assert said[-2:] == ["ClaudeNvimConnected 2", "ClaudeNvimDisconnected 1"]
 
 
+async def proposal_bar(nvim, client, path):
+    """The window bar of the diff ``client`` proposes for ``path`` (then rejected)."""
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(client.call_tool, "openDiff", {
+            "old_file_path": str(path), "new_file_path": str(path),
+            "new_file_contents": "n\n", "tab_name": "a proposal"})
+        with trio.fail_after(5):
+            while "accepts" not in (winbar := await nvim.exec_lua("return vim.wo.winbar")):
+                await trio.sleep(0.05)
+        await nvim.request("nvim_command", "ClaudeNvimDiffDeny")
+    return winbar
+
+
 async def test_a_mention_goes_to_the_claude_of_the_terminal_entered_last(app, nvim, tmp_path):
     # Two :terminal buffers, each the home of one Claude: the pid a Claude sends in
-    # ide_connected is its terminal's job pid (or a descendant of it).
+    # ide_connected is its terminal's job pid (or a descendant of it), which holds its
+    # connection.
     path = tmp_path / "m.py"
     path.write_text("m\n")
     await nvim.request("nvim_command", f"edit {path}")
     editor_win = await nvim.request("nvim_get_current_win")
-    terminals = []
-    for _ in range(2):
-        await nvim.request("nvim_command", "botright split | terminal sleep 60")
-        terminals.append(await nvim.exec_lua(
-            "return {vim.api.nvim_get_current_win(), vim.api.nvim_get_current_buf(),"
-            " vim.b.terminal_job_pid}"))
-    (win_a, buf_a, pid_a), (win_b, buf_b, pid_b) = terminals
+    async with handed_over(tmp_path / "hand") as receive:
+        (win_a, buf_a, pid_a, stream_a), (win_b, buf_b, pid_b, stream_b) = [
+            await claude_in_a_terminal(nvim, app.port, receive, tmp_path, name)
+            for name in ("a", "b")]
     await nvim.request("nvim_set_current_win", editor_win)
-    async with mcp_client(app.port, app.token, pid=pid_a) as claude_a, \
-            mcp_client(app.port, app.token, pid=pid_b) as claude_b:
+    async with mcp_client(app.port, app.token, pid=pid_a, stream=stream_a) as claude_a, \
+            mcp_client(app.port, app.token, pid=pid_b, stream=stream_b) as claude_b:
         for claude in (claude_a, claude_b):
             await claude.next_notification("selection_changed")
         for win, to, other, buf in ((win_a, claude_a, claude_b, buf_a),
@@ -139,16 +150,75 @@ async def test_a_mention_goes_to_the_claude_of_the_terminal_entered_last(app, nv
             assert await other.no_notification("at_mentioned", after=seen[1])
             assert f"sent to the Claude in terminal buffer {buf}" in await messages(nvim)
         # Its diff says whose proposal it is, as several Claudes are connected.
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(claude_b.call_tool, "openDiff", {
-                "old_file_path": str(path), "new_file_path": str(path),
-                "new_file_contents": "n\n", "tab_name": "by b"})
+        winbar = await proposal_bar(nvim, claude_b, path)
+        assert f"the Claude in terminal buffer {buf_b}" in winbar
+
+
+async def test_a_claude_that_claims_another_terminals_pid_gets_none_of_its_mentions(
+        app, nvim, tmp_path):
+    # Before: a token holder that sent the pid of terminal A's job in ide_connected got the
+    # mentions meant for A's Claude (the latest to claim a terminal got them), and Neovim named
+    # A's terminal for it. A pid is believed only if its process tree holds the connection.
+    path = tmp_path / "m.py"
+    path.write_text("m\n")
+    await nvim.request("nvim_command", f"edit {path}")
+    editor_win = await nvim.request("nvim_get_current_win")
+    async with handed_over(tmp_path / "hand") as receive:
+        win_a, buf_a, pid_a, stream_a = await claude_in_a_terminal(nvim, app.port, receive,
+                                                                   tmp_path, "a")
+    await nvim.request("nvim_set_current_win", editor_win)
+    async with mcp_client(app.port, app.token, pid=pid_a, stream=stream_a) as claude_a, \
+            mcp_client(app.port, app.token, pid=pid_a) as impostor:
+        for claude in (claude_a, impostor):
+            await claude.next_notification("selection_changed")
+        await nvim.request("nvim_set_current_win", win_a)
+        await nvim.request("nvim_set_current_win", editor_win)
+        await nvim.request("nvim_command", "ClaudeNvimSend")
+        assert await mention(claude_a) == {"filePath": str(path), "lineStart": 0, "lineEnd": 0}
+        assert await impostor.no_notification("at_mentioned")
+        assert f"sent to the Claude in terminal buffer {buf_a}" in await messages(nvim)
+        # Its diff is not named after A's terminal either.
+        winbar = await proposal_bar(nvim, impostor, path)
+        assert "terminal buffer" not in winbar and f"pid {pid_a}" not in winbar
+
+
+async def test_unproven_two_claudes_claiming_one_terminal_the_first_keeps_it(app, nvim,
+                                                                            tmp_path):
+    # Off Linux (here: the proof replaced by one that cannot tell), a pid is taken at its
+    # word, but a second Claude claiming a terminal a connected Claude runs in gets none.
+    app.outboxes.claudes.holds = lambda pid, client, server: None
+    await nvim.request("nvim_command", f"edit {tmp_path / 'some.txt'}")
+    await nvim.request("nvim_command", "botright split | terminal sleep 60")
+    buf, pid = await nvim.exec_lua("return {vim.api.nvim_get_current_buf(), "
+                                   "vim.b.terminal_job_pid}")
+    await nvim.request("nvim_command", "wincmd p")
+    async with mcp_client(app.port, app.token, pid=pid) as first:
+        await first.next_notification("selection_changed")
+        async with mcp_client(app.port, app.token, pid=pid) as second:
+            await second.next_notification("selection_changed")
             with trio.fail_after(5):
-                while "proposal of" not in (winbar := await nvim.exec_lua(
-                        "return vim.wo.winbar")):
+                while "two Claudes claim one terminal" not in (said := await messages(nvim)):
                     await trio.sleep(0.05)
-            assert f"proposal of the Claude in terminal buffer {buf_b} for" in winbar
-            await nvim.request("nvim_command", "ClaudeNvimDiffDeny")
+            assert (f"two Claudes claim one terminal: the Claude in terminal buffer {buf} "
+                    f"keeps it; the other is the Claude with pid {pid}") in said
+            await nvim.request("nvim_set_current_win", await nvim.exec_lua(
+                "return vim.fn.bufwinid(...)", buf))
+            await nvim.request("nvim_command", "wincmd p | ClaudeNvimAdd .")
+            assert await mention(first) == {"filePath": str(tmp_path)}
+            assert await second.no_notification("at_mentioned")
+
+
+async def test_a_terminal_whose_job_ended_runs_no_claude(app, nvim):
+    # Its pid stays in b:terminal_job_pid, and an unrelated claude may get that pid later:
+    # before, that claude was taken for the terminal's.
+    await nvim.request("nvim_command", "terminal sleep 60")
+    running = await nvim.request("nvim_get_current_buf")
+    await nvim.request("nvim_command", "enew | terminal true")
+    ended = await nvim.request("nvim_get_current_buf")
+    await nvim.exec_lua("vim.fn.jobwait({vim.bo[...].channel}, 5000)", ended)
+    assert await nvim.exec_lua("return vim.b[...].terminal_job_pid ~= nil", ended)
+    terminals = await nvim.exec_lua("return require('claude_nvim.mentions').terminals()")
+    assert [t["buf"] for t in terminals] == [running]
 
 
 def fake_claude(tmp_path):
@@ -180,7 +250,8 @@ async def test_claude_command_serves_runs_claude_and_cleans_up(nvim_address, nvi
     assert done.stderr == b""  # claude owns the terminal: the server logs nothing on it
     seen = json.loads((tmp_path / "seen.json").read_text())
     assert seen["argv"][0] == "--mcp-config"  # ours first, then claude's own
-    assert seen["argv"][2:] == ["--resume", "-p", "x"]
+    assert seen["argv"][2] == "--settings"  # its hooks (test_hooks.py)
+    assert seen["argv"][4:] == ["--resume", "-p", "x"]
     assert seen["locks"] == [f"{seen['port']}.lock"]
     assert seen["force"] == "true" and "127.0.0.1" in seen["no_proxy"]
     assert list((tmp_path / "cfg" / "ide").iterdir()) == []  # the lock is gone
@@ -290,21 +361,21 @@ async def test_claude_command_options_go_before_claudes(nvim_address, tmp_path):
         [*CLAUDE_NVIM, "claude", "--log-file", str(log_file), "--nvim", nvim_address,
          "-p", "x", "--log-file", "claude's"], env=env, check=False, capture_stderr=True)
     assert done.returncode == 7, done.stderr
-    assert json.loads((tmp_path / "seen.json").read_text())["argv"][2:] == [
+    assert json.loads((tmp_path / "seen.json").read_text())["argv"][4:] == [
         "-p", "x", "--log-file", "claude's"]
     assert "listening on ws://127.0.0.1:" in log_file.read_text()
     # After `--`, all is claude's.
     done = await trio.run_process([*CLAUDE_NVIM, "claude", f"--nvim={nvim_address}", "--",
                                    "--help"], env=env, check=False, capture_stderr=True)
     assert done.returncode == 7, done.stderr
-    assert json.loads((tmp_path / "seen.json").read_text())["argv"][2:] == ["--help"]
+    assert json.loads((tmp_path / "seen.json").read_text())["argv"][4:] == ["--help"]
     # A `--` of claude's own: what follows is its prompt, and --mcp-config comes before it.
     done = await trio.run_process([*CLAUDE_NVIM, "claude", f"--nvim={nvim_address}", "-p",
                                    "--", "--some text"], env=env, check=False,
                                   capture_stderr=True)
     assert done.returncode == 7, done.stderr
     argv = json.loads((tmp_path / "seen.json").read_text())["argv"]
-    assert argv[0] == "--mcp-config" and argv[2:] == ["-p", "--", "--some text"]
+    assert argv[0] == "--mcp-config" and argv[4:] == ["-p", "--", "--some text"]
 
 
 def test_claude_command_failures_are_one_line(nvim_address, tmp_path):

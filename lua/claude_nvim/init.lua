@@ -4,27 +4,62 @@
 -- claude_nvim.mentions, claude_nvim.diffs, ...: this plugin owns `claude_nvim` and the files
 -- under lua/claude_nvim/, and only calls into the server's modules while a server runs.
 local api = vim.api
+
+--- Where the Claude window opens (:help claude-nvim-opts.terminal).
+---@class claude_nvim.TerminalOpts
+---@field position? 'right'|'left'|'bottom'|'top'|'float'|'tab' default 'right'
+---@field size? number below 1: a share of the editor (default 0.4); else cells
+
+--- How Claude's proposed edits are shown (the server reads them too).
+---@class claude_nvim.DiffOpts
+---@field open_in? 'tab'|'current' default 'tab': a new tab; 'current': in this tab
+---@field keep_focus? boolean true: the cursor stays in the Claude terminal; default false
+
+--- Where Claude runs when not here (:help claude-nvim-remote).
+---@class claude_nvim.RemoteOpts
+---@field target? string 'ssh://[user@]host[:port]/path', 'docker://box/path', ...; nil: here
+---@field args? string[] `claude-nvim remote` options before the target (--ssh, --path-map ...)
+
+--- The options of setup() (:help claude-nvim-opts); all optional.
+---@class claude_nvim.Config
+---@field cmd? string|string[] the claude-nvim to run; nil: the private install, else PATH
+---@field python? string the Python for the private install; nil: python3.14 ... python3
+---@field packages? string[] tool packages for the private install too, as pip names them
+---@field start_server? 'startup'|'first_use' when the server starts; default 'startup'
+---@field terminal? claude_nvim.TerminalOpts
+---@field diff? claude_nvim.DiffOpts
+---@field remote? claude_nvim.RemoteOpts
+
 local M = {}
 
+---@type claude_nvim.Config
 local defaults = {
   cmd = nil,      -- the claude-nvim to run (a string or a list); nil: the private install, PATH
   python = nil,   -- the Python for the private install; nil: python3.13 ... python3.11, python3
   packages = {},  -- tool packages for the private install too (pip specs: paths, git+https://)
   start_server = 'startup',  -- 'startup': once a UI is up; 'first_use': at the first command
-  terminal = { position = 'right', size = 0.4 },  -- right left bottom top float tab; <1: a share
-  diff = { open_in = 'tab', keep_focus = false },  -- open_in: 'tab' or 'current'
+  terminal = { position = 'right', size = 0.4,  -- right left bottom top float tab; <1: a share
+               bar = true },  -- the Claude window's bar: the Claudes, the shown one marked
+  -- open_in: 'tab' or 'current'; layout: 'vertical', 'horizontal' or 'inline'
+  diff = { open_in = 'tab', keep_focus = false, layout = 'vertical' },
+  editor = true,  -- claude's editor (Ctrl+G: the prompt; plans, memory) is this Neovim
+  notify = true,  -- say when a Claude out of sight waits for you or is done
+  bell = false,   -- and ring the terminal's bell
   remote = { target = nil, args = {} },  -- Claude elsewhere: 'ssh://host/path', 'docker://c/path'
 }
 
+--- The options in force: the defaults with setup()'s `opts` over them.
+---@type claude_nvim.Config
 M.config = vim.deepcopy(defaults)
 
 -- Publish the options the server's Lua reads (it runs without this plugin too).
 local function publish()
   vim.g.claude_nvim_opts = { diff = M.config.diff, python = M.config.python,
-                             packages = M.config.packages }
+                             packages = M.config.packages, editor = M.config.editor }
 end
 
 --- Configure the plugin (lazy.nvim calls it with the spec's `opts`).
+---@param opts? claude_nvim.Config
 function M.setup(opts)
   M.config = vim.tbl_deep_extend('force', vim.deepcopy(defaults), opts or {})
   publish()
@@ -34,6 +69,8 @@ end
 --- hold Neovim (RPC calls too): a message on screen is overwritten, not pushed up (:redraw),
 --- and this one takes one line, cut in the middle to fit if need be (:messages keeps it whole,
 --- where 'shortmess' has T and the command line has a line).
+---@param msg string
+---@param level? 'INFO'|'WARN'|'ERROR'
 function M.tell(msg, level)
   msg = 'claude-nvim: ' .. msg
   local hl = ({ WARN = 'WarningMsg', ERROR = 'ErrorMsg' })[level] or 'None'
@@ -49,10 +86,13 @@ end
 local tell = M.tell
 
 --- The directory of the private install (a venv): stdpath('data')/claude-nvim/venv.
+---@return string
 function M.venv() return require('claude_nvim.install').venv() end
 
 --- The claude-nvim command to run, as a list, and where it came from ('opts.cmd', 'private
 --- install', 'PATH'); nil and advice when there is none.
+---@return string[]|nil command
+---@return string source_or_advice
 function M.command()
   local cmd = M.config.cmd
   if type(cmd) == 'string' then return { cmd }, 'opts.cmd' end
@@ -66,6 +106,7 @@ end
 
 --- The live server of this Neovim, as its claude_nvim.core keeps it (port, clients, and once
 --- ready `claude`: what a claude needs), or nil when none runs.
+---@return claude_nvim.ServerRecord|nil
 function M.server()
   local core = package.loaded['claude_nvim.core']
   return type(core) == 'table' and core.live_server and core.live_server() or nil
@@ -77,15 +118,24 @@ local function ready_server()
   return info and type(info.claude) == 'table' and info or nil
 end
 
---- For statuslines: "" when no Claude is connected, else e.g. "Claude" or "Claude ×2 · 1 diff".
+--- For statuslines: "" when no Claude is connected, else e.g. "Claude", "Claude · waiting",
+--- "Claude ×2 · Claude 2 waiting", "Claude ×2 · 1 diff" or "Claude · 3 files to review" (its
+--- last turn's changes, until :ClaudeNvimReview).
+---@return string
 function M.status()
   local info = server()
   local count = info and tonumber(info.clients) or 0
   if count == 0 then return '' end
   local text = count > 1 and ('Claude ×' .. count) or 'Claude'
+  local states = require('claude_nvim.claudes').states(info.claudes, count)
+  if states then text = text .. ' · ' .. states end
   local diffs = package.loaded['claude_nvim.diffs']
   local pending = type(diffs) == 'table' and diffs.pending and diffs.pending() or 0
   if pending > 0 then text = text .. ' · ' .. pending .. (pending > 1 and ' diffs' or ' diff') end
+  local review = package.loaded['claude_nvim.review']
+  local files = type(review) == 'table' and review.to_review and review.to_review() or 0
+  if files > 0 then text = text .. ' · ' .. files .. (files > 1 and ' files' or ' file')
+    .. ' to review' end
   return text
 end
 
@@ -158,6 +208,8 @@ end
 
 --- Call `ready(info)` once a server is ready here (at once if one is), starting one if need
 --- be; `failed(why)` if it cannot start.
+---@param ready fun(info: claude_nvim.ServerRecord)
+---@param failed fun(why: string)
 function M.when_ready(ready, failed)
   local info = ready_server()
   if info then return ready(info) end
@@ -185,6 +237,7 @@ end
 
 --- Get a mention to the server: `deliver(mentions)` once it is ready. With no Claude
 --- connected or running, one starts too (the server keeps the mention for it).
+---@param deliver fun(mentions: table) gets the server's claude_nvim.mentions module
 function M.mention(deliver)
   local terminal = require('claude_nvim.terminal')
   local info = server()
@@ -193,6 +246,22 @@ function M.mention(deliver)
   end
   M.when_ready(function() deliver(package.loaded['claude_nvim.mentions']) end,
     function(why) tell('nothing sent: ' .. why, 'WARN') end)
+end
+
+--- Send files to Claude, as :ClaudeNvimAdd does (pickers' actions use it: claude_nvim.pickers):
+--- `items` = paths, or { path = ..., line = n, end_line = m } (lines 1-based, optional).
+function M.add(items)
+  local list = {}
+  for _, item in ipairs(items) do
+    if type(item) == 'string' then item = { path = item } end
+    if type(item) == 'table' and type(item.path) == 'string' and item.path ~= '' then
+      local line = tonumber(item.line)
+      line = line and line > 0 and line or nil
+      list[#list + 1] = { item.path, line, line and (tonumber(item.end_line) or line) }
+    end
+  end
+  if #list == 0 then return tell('nothing to send', 'WARN') end
+  M.mention(function(mentions) mentions.add_all(list, 'files') end)
 end
 
 --- :ClaudeNvimInstall: (re)make the private install, without blocking Neovim.

@@ -2,15 +2,17 @@
 -- itself with what the server publishes (its environment and arguments), that can be hidden
 -- (claude keeps running) and shown again; it closes when claude exits. Several can run: they
 -- take turns in one window (the Claude window, pinned to them with 'winfixbuf') and
--- :ClaudeNvim toggles the current one, the last shown or entered.
+-- :ClaudeNvim toggles the current one, the last shown or entered. Their names, the Claude
+-- window's bar and the picker are claude_nvim.claudes'.
 local api = vim.api
 local M = {}
 
-local claudes = {}    -- the running ones, oldest first: { n = N, buf = buffer, job = job id }
+local claudes = {}    -- the running ones, oldest first: { n, buf, job (its id), started }
 local current = nil   -- one of them, or nil
 local PINS = vim.fn.exists('+winfixbuf') == 1  -- Neovim 0.10 and later
 
 local function tell(msg, level) require('claude_nvim').tell(msg, level) end
+local function names() return require('claude_nvim.claudes') end
 
 local function forget(claude)
   for i, other in ipairs(claudes) do
@@ -82,7 +84,8 @@ local function cells(size, total)
 end
 
 -- `win` shows `buf`: a Claude window is pinned to its terminal (:edit there is refused), and
--- only the plugin changes what it shows.
+-- only the plugin changes what it shows. Its bar lists the Claudes (opts.terminal.bar).
+local BAR = "%!v:lua.require'claude_nvim.claudes'.bar()"
 local function show_in(win, buf)
   if PINS then vim.wo[win].winfixbuf = false end
   api.nvim_win_set_buf(win, buf)
@@ -90,6 +93,7 @@ local function show_in(win, buf)
                                 spell = false }) do
     vim.wo[win][option] = value
   end
+  if require('claude_nvim').config.terminal.bar ~= false then vim.wo[win].winbar = BAR end
   if PINS then vim.wo[win].winfixbuf = true end
 end
 
@@ -137,12 +141,12 @@ local function place(buf, win)
   return win
 end
 
--- Name the terminal `Claude N` (a tab shows it so), leaving no buffer of its old name. A buffer
--- of that name (a file called so) keeps it: this one is then claude-nvim://N.
-local function name(claude)
-  local buf = claude.buf
+-- Name the terminal `buf` `label` ("Claude 2 · fix the parser": a tab shows it so), leaving no
+-- buffer of its old name. A buffer of that name (a file called so) keeps it: this one is then
+-- claude-nvim://label.
+function M.set_name(buf, label)
   local old = api.nvim_buf_get_name(buf)
-  for _, new in ipairs({ 'Claude ' .. claude.n, 'claude-nvim://' .. claude.n }) do
+  for _, new in ipairs({ label, 'claude-nvim://' .. label }) do
     if pcall(api.nvim_buf_set_name, buf, new) then break end
   end
   local bufs = api.nvim_list_bufs()  -- renaming made one for the old name: the newest buffer
@@ -205,7 +209,8 @@ local function run(claude, info, args)
   if job <= 0 then return failed(claude, 'cannot run ' .. exe) end
   claude.job = job
   vim.bo[buf].bufhidden = 'hide'  -- a hidden Claude keeps running
-  name(claude)
+  names().refresh()
+  names().watch()
   if api.nvim_get_current_buf() == buf then vim.cmd('startinsert') end
 end
 
@@ -213,7 +218,7 @@ end
 local function start(args, win)
   local buf = api.nvim_create_buf(false, true)
   place(buf, win)
-  local claude = { n = free_number(), buf = buf }
+  local claude = { n = free_number(), buf = buf, started = os.time() }
   vim.bo[buf].modifiable = false  -- until claude runs in it
   vim.b[buf].claude_nvim_terminal = claude.n
   claudes[#claudes + 1], current = claude, claude
@@ -283,14 +288,16 @@ function M.new(args)
   start(args or {}, M.running() and claude_window() or nil)
 end
 
---- :ClaudeNvimSwitch [n]: to Claude n, else to the next one, in the Claude window.
+--- :ClaudeNvimSwitch [n|next]: to Claude n, or the next one, in the Claude window; with
+--- neither and several Claudes, the one picked (claude_nvim.claudes' picker).
 function M.switch(n)
   local all = running()
   if #all == 0 then return tell('no Claude runs: :ClaudeNvim starts one', 'WARN') end
+  if n == nil and #all > 1 then return names().pick() end
   local target
   for i, claude in ipairs(all) do
-    if n == nil and claude == current then target = all[i % #all + 1] end
-    if n ~= nil and tostring(claude.n) == tostring(n) then target = claude end
+    if (n == nil or n == 'next') and claude == current then target = all[i % #all + 1] end
+    if tostring(claude.n) == tostring(n) then target = claude end
   end
   if target == nil then
     return tell('no Claude ' .. tostring(n) .. ' (running: ' .. table.concat(M.numbers(), ', ')
@@ -302,6 +309,23 @@ end
 --- The numbers of the running Claudes, as text (:ClaudeNvimSwitch completes them).
 function M.numbers()
   return vim.tbl_map(function(claude) return tostring(claude.n) end, running())
+end
+
+--- The running Claudes, oldest first: { n, buf, job, started (os.time()), current }.
+function M.list()
+  return vim.tbl_map(function(claude)
+    return { n = claude.n, buf = claude.buf, job = claude.job, started = claude.started,
+             current = claude == current }
+  end, running())
+end
+
+--- :ClaudeNvimRename [name]: name the current Claude (tabs, its bar, messages); with no name,
+--- it is named by its title again.
+function M.rename(name)
+  if not M.running() then return tell('no Claude runs: :ClaudeNvim starts one', 'WARN') end
+  name = name and vim.trim((name:gsub('%c', ' '))) or ''
+  vim.b[current.buf].claude_nvim_name = name ~= '' and name or nil
+  names().refresh()
 end
 
 --- :ClaudeNvimFocus: to the current Claude (opening it if hidden), or from it back.

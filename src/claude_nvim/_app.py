@@ -30,6 +30,8 @@ from ._core import CommandsFeature, CoreFeature, max_file_bytes
 from ._diffs import DiffRegistry, DiffsFeature
 from ._errors import EditorGone, EditorTimeout
 from ._feature import Feature
+from ._hooks import TOOL as HOOK_TOOL
+from ._hooks import Hooks, HooksFeature, settings_argument
 from ._lsp import LspFeature
 from ._lsp.replies import Replies
 from ._mcp import McpSession
@@ -39,6 +41,7 @@ from ._mentions.outboxes import Outboxes
 from ._nvim import lua
 from ._nvim.editor import Editor, parse_address
 from ._paths import PathMap
+from ._review import ReviewFeature
 from ._selection import SelectionFeature
 from ._tool import JSON, ConnectionInfo, Exposure, Tool, ToolContext
 from ._wire import jsontext, websocket
@@ -61,6 +64,8 @@ FIRST_PUSH_DELAY = 0.5
 """Seconds after a client's first tools/list before its first notification: the CLI drops
 notifications that arrive before it has registered its handlers."""
 PING_INTERVAL, PONG_TIMEOUT = 30.0, 60.0
+PROOF = {True: "holds the connection", False: "does not hold the connection", None: "unproven"}
+"""What the server's log says of a Claude's pid (:func:`~._mentions.claudes.holds_socket`)."""
 CLIENT_VERSION = dict(zip(("major", "minor", "patch"), map(int, re.findall(r"\d+", VERSION)),
                           strict=False))
 """The package version as nvim_set_client_info takes it: "0.1.0" is major 0, minor 1, patch 0."""
@@ -68,11 +73,13 @@ CLIENT_VERSION = dict(zip(("major", "minor", "patch"), map(int, re.findall(r"\d+
 
 def built_in(*, max_file_bytes: int, on_folders: Callable[[list[str]], None],
              diff_registry: DiffRegistry, outboxes: Outboxes, replies: Replies,
-             writes: WritesFeature) -> list[Feature]:
+             hooks: Hooks, writes: WritesFeature) -> list[Feature]:
     """The features the App runs, in order: core first (the others' Lua requires it)."""
+    review = ReviewFeature(max_file_bytes, hooks.label_of)
+    hooks.listeners.append(review.on_hook)
     return [CoreFeature(max_file_bytes, on_folders), LspFeature(replies), SelectionFeature(),
             DiffsFeature(diff_registry), MentionsFeature(outboxes), CommandsFeature(),
-            BufsyncFeature(), writes]
+            BufsyncFeature(), HooksFeature(hooks), review, writes]
 
 
 CLAUDE_FILES: dict[str, Callable[[int, str], str]] = {
@@ -146,6 +153,7 @@ class App:
         self.diffs = DiffRegistry()
         self.big_reads = BigReads()
         self.replies = Replies()
+        self.hooks = Hooks()
         self.port = 0
         self.lock_path: Path | None = None
         self.environment: dict[str, str] = {}
@@ -161,7 +169,7 @@ class App:
         self.features: list[Feature] = built_in(
             max_file_bytes=self.max_file_bytes, on_folders=self._on_folders,
             diff_registry=self.diffs, outboxes=self.outboxes, replies=self.replies,
-            writes=self.writes)
+            hooks=self.hooks, writes=self.writes)
         """What runs in Neovim and what it sends, in order (see :class:`Feature`)."""
         for feature in self.features:
             feature.paths = self.paths
@@ -264,10 +272,13 @@ class App:
                                           content(self.port, self.token))
             self._claude_files.append(path)
             self.claude_args += [option, str(path)]
+        if HOOK_TOOL in self._tools_for["ide"]:  # not when the user disabled it
+            self.claude_args += ["--settings", settings_argument()]
 
     def _write_lock(self, folders: list[str]) -> None:
+        name = lockfile.ide_name(folders, self.lock_directory, self.port)
         content = lockfile.lock_content(self._lock_pid, [self.paths.to_claude(f) for f in folders],
-                                        self.token)
+                                        self.token, name)
         self.lock_path = lockfile.write_lock(self.lock_directory, self.port, content)
 
     async def _clean_up(self) -> None:
@@ -345,19 +356,21 @@ class App:
     def _context(self, tool: Tool, connection: ConnectionInfo) -> ToolContext:
         editor: Editor = self.editor
         return ToolContext(tool, editor, self.diffs, connection, self._loggers[tool.name],
-                           self.big_reads, self.replies, self.paths, self.writes.written)
+                           self.big_reads, self.replies, self.hooks, self.paths,
+                           self.writes.written)
 
     async def _answer(self, ws: Connection, session: McpSession, message: str | bytes,
                       scope: trio.CancelScope) -> None:
-        with self.big_reads.answering():
+        with self.big_reads.answering(ws) as answer:
             reply = await session.handle(message, scope)
             if reply is not None:
-                await self._send(ws, reply)
+                # Holding the big-read slot, it had room before the read: it must not wait now.
+                await self._send(ws, reply, wait=not answer.holds_slot)
 
-    async def _send(self, ws: Connection, message: JSON) -> bool:
+    async def _send(self, ws: Connection, message: JSON, *, wait: bool = True) -> bool:
         """Send one message; ``False`` when the connection is gone (normal life) or dropped."""
         try:
-            await ws.send(jsontext.dumps(message))
+            await ws.send(jsontext.dumps(message), wait=wait)
         except ConnectionClosed:
             return False
         return True
@@ -367,10 +380,14 @@ class App:
         await session.tools_listed.wait()
         await trio.sleep(FIRST_PUSH_DELAY)
         send = partial(self._send, ws)
-        claude = await self._identify(session.connection)
+        claude, keeper = await self._identify(session.connection, ws)
         try:
             with self.outboxes.open(claude) as inbox:
                 async with trio.open_nursery() as nursery:
+                    if keeper is not None:
+                        nursery.start_soon(self._tell, f"two Claudes claim one terminal: "
+                                           f"{keeper.label()} keeps it; the other is "
+                                           f"{claude.label()}", "WARN")
                     nursery.start_soon(self._tell_clients, True)
                     for feature in self.features:
                         nursery.start_soon(feature.push, send)
@@ -382,8 +399,11 @@ class App:
             with trio.CancelScope(shield=True):
                 await self._tell_clients(False)
 
-    async def _identify(self, connection: ConnectionInfo) -> Claude:
-        """The Claude on ``connection``, with the Neovim terminal it runs in if any."""
+    async def _identify(self, connection: ConnectionInfo, ws: Connection
+                        ) -> tuple[Claude, Claude | None]:
+        """The Claude on ``connection``, with the Neovim terminal it runs in if any; and the
+        Claude that keeps that terminal when this one claims it without proof (it then runs
+        in none)."""
         terminals: list[Terminal] = []
         # A remote Claude's pid is another host's: no terminal of Neovim runs it.
         if connection.client_pid is not None and not self.remote:
@@ -393,13 +413,30 @@ class App:
                                       str(t.get("label") or ""))
                              for t in found if isinstance(t, dict)
                              and isinstance(t.get("buf"), int) and isinstance(t.get("pid"), int)]
-        # In a thread: off Linux, a parent pid is a `ps` run away.
-        terminal = await trio.to_thread.run_sync(
-            self.outboxes.claudes.terminal_of, connection.client_pid, terminals)
-        claude = Claude(connection.id, connection.client_pid, terminal)
+        try:
+            client, server = ws.stream.socket.getpeername()[:2], ws.stream.socket.getsockname()[:2]
+        except OSError:  # gone already
+            client = server = None
+        # In a thread: it reads /proc (off Linux, a parent pid is a `ps` run away).
+        claudes = self.outboxes.claudes
+        claude = await trio.to_thread.run_sync(claudes.identify, connection.id,
+                                               connection.client_pid, terminals, client, server)
+        # No checkpoint from here until it is added (Outboxes.open): nobody else claims now.
+        keeper = claudes.disputed(claude)
+        if keeper is not None:
+            claude.terminal = None
+        if claude.proven is False:
+            log.warning("client %d says it is pid %s, which does not hold its connection: "
+                        "it is matched to no terminal", connection.id, connection.client_pid)
         connection.label = claude.label()
-        log.info("client %d is %s", connection.id, connection.label)
-        return claude
+        connection.terminal = claude.terminal.buffer if claude.terminal else None
+        log.info("client %d is %s (pid %s: %s)", connection.id, connection.label,
+                 connection.client_pid, PROOF[claude.proven])
+        self.hooks.listening(connection.id,
+                             pid=connection.client_pid if claude.proven is not False else None,
+                             terminal=connection.terminal,
+                             label=connection.label)
+        return claude, keeper
 
     async def _tell_clients(self, connected: bool) -> None:
         """Tell Neovim how many Claudes listen now (statuslines, User autocmds)."""

@@ -40,13 +40,15 @@ class UnsafeLockDirectory(OSError):
 
 @dataclass(frozen=True)
 class Lock:
-    """A well-formed claude-nvim lock: ``ideName`` "Neovim", every field of the right type."""
+    """A well-formed claude-nvim lock: ``ideName`` "Neovim" (or "Neovim · project"), every
+    field of the right type."""
 
     path: Path
     port: int
     pid: int
     folders: tuple[str, ...]
     token: str
+    name: str = IDE_NAME
 
 
 def lock_dir(environ: Mapping[str, str] = os.environ) -> Path:
@@ -55,14 +57,34 @@ def lock_dir(environ: Mapping[str, str] = os.environ) -> Path:
     return Path(base) / "ide"
 
 
-def lock_content(pid: int, folders: list[str], token: str) -> dict[str, Any]:
+def lock_content(pid: int, folders: list[str], token: str,
+                 name: str = IDE_NAME) -> dict[str, Any]:
     return {
         "pid": pid,
         "workspaceFolders": folders,
-        "ideName": IDE_NAME,
+        "ideName": name,
         "transport": "ws",
         "authToken": token,
     }
+
+
+def ide_name(folders: list[str], directory: Path, port: int) -> str:
+    """How claude's ``/ide`` lists this Neovim: "Neovim · <project>", the project being the
+    first workspace folder (Neovim's cwd). ``/ide`` cannot tell apart two entries of one name
+    and one folder (two Neovims on one project): with another live lock of that name in
+    ``directory``, the name takes the lowest number free, "Neovim · project (2)"."""
+    project = os.path.basename(folders[0].rstrip("/")) if folders else ""
+    base = f"{IDE_NAME} · {project}" if project else IDE_NAME
+    try:
+        taken = {lock.name for lock in read_locks(directory)
+                 if lock.port != port and pid_alive(lock.pid)}
+    except OSError:  # the lock cannot be written there either: that says why
+        taken = set()
+    name, number = base, 1
+    while name in taken:
+        number += 1
+        name = f"{base} ({number})"
+    return name
 
 
 _NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)  # POSIX only, as are symlink tricks and FIFOs
@@ -169,7 +191,8 @@ def _read_lock(path: Path) -> Lock | None:
     except ValueError:
         log.debug("skipped %s: not JSON", path)
         return None
-    if not isinstance(content, dict) or content.get("ideName") != IDE_NAME:
+    name = content.get("ideName") if isinstance(content, dict) else None
+    if not isinstance(name, str) or not (name == IDE_NAME or name.startswith(f"{IDE_NAME} · ")):
         return None  # another IDE's
     pid, folders, token = (content.get(k) for k in ("pid", "workspaceFolders", "authToken"))
     port = int(path.stem) if path.stem.isascii() and path.stem.isdigit() else 0
@@ -178,7 +201,7 @@ def _read_lock(path: Path) -> Lock | None:
             or not isinstance(token, str) or not token):
         log.debug("skipped %s: a malformed lock (port, pid, workspaceFolders or authToken)", path)
         return None
-    return Lock(path, port, pid, tuple(folders), token)
+    return Lock(path, port, pid, tuple(folders), token, name)
 
 
 def proves_token(port: int, token: str, timeout: float = 2.0) -> bool:

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
 
     from ._diffs import DiffRegistry
+    from ._hooks import Hooks
     from ._lsp.replies import Replies
     from ._nvim.editor import Editor
 
@@ -105,6 +106,9 @@ class ConnectionInfo:
     label: str | None = None
     """How the user knows this Claude in Neovim ("the Claude in terminal buffer 5"), once it
     listens for notifications; ``None`` before, and for the model endpoint."""
+    terminal: int | None = None
+    """The Neovim terminal buffer this Claude runs in, once known (its name there may change:
+    Lua reads it from the buffer)."""
 
 
 @dataclass
@@ -120,6 +124,8 @@ class ToolContext:
     """The server's one slot for answers of megabytes; see :meth:`big_read`."""
     replies: Replies
     """Answers the tools' Lua sends later (a language server's): built-in tools use it."""
+    hooks: Hooks
+    """Where claude's hooks go (the built-in ``claude_nvim_hook`` tool)."""
     paths: PathMap = field(default_factory=PathMap)
     """Where Claude's paths are in Neovim and back (``serve --path-map``): a path from the
     arguments goes to Neovim as ``ctx.paths.candidates(path)`` (or ``ctx.paths.to_neovim``), one

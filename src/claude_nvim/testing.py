@@ -33,13 +33,14 @@ import itertools
 import json
 import logging
 import math
+import os
 from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
-from trio_websocket import WebSocketConnection, open_websocket
+from trio_websocket import WebSocketConnection, open_websocket, wrap_client_stream
 
 from ._app import App
 from ._nvim import editor_for
@@ -188,16 +189,16 @@ class McpClient:
             message["params"] = params
         await self.send(message)
 
-    async def initialize(self, pid: int = 4242) -> JSON:
+    async def initialize(self, pid: int | None = None) -> JSON:
         """The CLI's opening sequence: initialize, initialized, ide_connected (with ``pid``,
-        the claude process's), tools/list."""
+        the claude process's: by default this one), tools/list."""
         result: JSON = await self.result("initialize", {
             "protocolVersion": "2025-11-25",
             "capabilities": {"roots": {"listChanged": True}},
             "clientInfo": {"name": "claude-nvim-tests", "version": "0"},
         })
         await self.notify("notifications/initialized")
-        await self.notify("ide_connected", {"pid": pid})
+        await self.notify("ide_connected", {"pid": os.getpid() if pid is None else pid})
         await self.result("tools/list")
         return result
 
@@ -254,18 +255,30 @@ async def mcp_client(
     subprotocols: tuple[str, ...] = ("mcp",),
     path: str = "/",
     timeout: float = REQUEST_TIMEOUT,
-    pid: int = 4242,
+    pid: int | None = None,
+    stream: trio.SocketStream | None = None,
 ) -> AsyncIterator[McpClient]:
     """A connected client; initialized like the CLI unless ``initialize=False``.
 
     ``path="/mcp"`` is the model endpoint; ``timeout`` is each request's default timeout;
-    ``pid`` is the claude process it says it is (a Claude in a Neovim terminal descends from
-    the terminal's job).
+    ``pid`` is the claude process it says it is in ``ide_connected``: by default this one,
+    which holds the connection as a claude holds its own (the server believes a pid only if
+    that process or a descendant holds the connection: a Claude in a Neovim terminal descends
+    from the terminal's job). ``stream``: a TCP connection to the server to use (one another
+    process holds too, say), instead of a new one.
     """
     headers = [] if token is None else [(b"x-claude-code-ide-authorization", token.encode())]
-    async with open_websocket("127.0.0.1", port, path, use_ssl=False,
-                              subprotocols=list(subprotocols), extra_headers=headers,
-                              max_message_size=128 * 2**20) as ws:
+    async with contextlib.AsyncExitStack() as stack:
+        if stream is None:
+            ws = await stack.enter_async_context(open_websocket(
+                "127.0.0.1", port, path, use_ssl=False, subprotocols=list(subprotocols),
+                extra_headers=headers, max_message_size=128 * 2**20))
+        else:
+            own = await stack.enter_async_context(trio.open_nursery())
+            ws = await wrap_client_stream(own, stream, "127.0.0.1", path,
+                                          subprotocols=list(subprotocols), extra_headers=headers,
+                                          max_message_size=128 * 2**20)
+            stack.push_async_callback(ws.aclose)
         client = McpClient(ws, timeout=timeout)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(client._read)

@@ -238,10 +238,9 @@ function run()
   table.sort(order, function(a, b) return (shown[a] and 0 or 1) < (shown[b] and 0 or 1) end)
   for i, buf in ipairs(order) do
     local due, now = not_before[buf], uv.now()
-    if not pending[buf] then  -- followed meanwhile
-    elseif due and due > now then
-      wait = math.min(wait or math.huge, due - now)
-    else
+    if due and due > now then
+      if pending[buf] then wait = math.min(wait or math.huge, due - now) end
+    elseif pending[buf] then  -- not followed meanwhile
       local began = uv.hrtime()
       local ok, reloaded = pcall(follow, buf)
       if not ok then core.log('error', 'bufsync: ' .. tostring(reloaded)) end

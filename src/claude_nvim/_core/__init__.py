@@ -1,7 +1,8 @@
 """The core feature: ``core.lua`` (``claude_nvim.core``), what every other Lua module requires:
 the helpers tools use, the guarded channel back to the server, the file times, the workspace
-folders, the environment for ``claude`` and switching it all off. On this side: Lua's log
-lines, and the size limit on files a tool may make Neovim load."""
+folders, the environment for ``claude`` (Neovim as its editor: ``editor.lua``) and switching it
+all off. On this side: Lua's log lines, and the size limit on files a tool may make Neovim
+load."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import logging
 import math
 import os
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from .._feature import JSON, Feature, NotificationHandler
@@ -16,6 +18,9 @@ from .._nvim.editor import Editor
 from .._nvim.lua import shared_module
 
 log = logging.getLogger("claude_nvim.server")
+
+EDITOR_SCRIPT = Path(__file__).with_name("editor.lua")
+"""What claude runs as its editor, in a headless nvim: it opens the file in this Neovim."""
 
 # Lua's level names and vim.log.levels numbers (TRACE = 0 ... ERROR = 4), syslog's names,
 # and no level at all.
@@ -42,7 +47,8 @@ class CoreFeature(Feature):
         return {"claude_nvim_folders": self._folders, "claude_nvim_log": self._log}
 
     def options(self, editor: Editor) -> JSON:
-        return {"chan": editor.channel_id, "max_file_bytes": self.max_file_bytes}
+        return {"chan": editor.channel_id, "max_file_bytes": self.max_file_bytes,
+                "editor_script": str(EDITOR_SCRIPT)}
 
     def _folders(self, args: list[Any]) -> None:
         if args and isinstance(args[0], list):

@@ -1,13 +1,40 @@
--- claude_nvim.core: what every part of claude-nvim's Neovim half shares. The helpers tools use
--- (UTF-16 columns, the "active editor" test, finding and loading a buffer by path, reading
--- lines), the guarded notification channel back to the server, and the per-server state in
--- Neovim: the environment for `claude`, workspace folders, and switching it all off.
--- Installed by the server (docs/architecture.md, "Lua"); lifecycle: setup(opts) / stop().
+-- claude_nvim.core: what every part of claude-nvim's Neovim half shares. Installed by the
+-- server (docs/architecture.md, "Lua"). Two parts:
+--
+-- 1. The helpers, for tools and every other module (`local core =
+--    package.loaded['claude_nvim.core']`): positions, paths and text (utf16, cut, file_url,
+--    absolute, existing, split_lines), the user's windows (is_editor, editor_window), buffers
+--    and files (find_buffer, unloadable, read_file, load, reader; what Neovim last saw of a
+--    file: changed_on_disk, refresh, show), messages (notify and log to the server, tell the
+--    user, guard a callback) and workspace_folders.
+-- 2. The server's lifecycle (at the end of this file), never called by tools: setup, publish,
+--    ready, clients, stop, unload, and live_server, the one test of a live server (the
+--    server's claim, the Neovim plugin and the doctor ask it).
 local api = vim.api
 local uv = vim.uv or vim.loop
+
+--- vim.g.claude_nvim_server: the server that owns this Neovim.
+---@class claude_nvim.ServerRecord
+---@field channel integer its RPC channel
+---@field pid integer its process
+---@field port integer|nil where it listens, once it does
+---@field clients? integer the Claudes listening now
+---@field claude? {env: table<string, string>, args: string[]} once ready: what a claude needs
+
+---@class claude_nvim.core
+---@field chan integer|nil the server's channel (setup); nil once switched off
+---@field port integer|nil the port published to the environment (publish)
+---@field modules string[] the modules the server installed, core first (its claim sets it)
+---@field telling string|nil M.tell's long message while :echomsg reads it
 local M = { chan = nil, port = nil, modules = {} }
 
--- Byte offset (0-based) in `line` -> UTF-16 code units, as LSP and the CLI count.
+-- ---------------------------------------------------------------------------------------------
+-- 1. The helpers: for tools and every module
+
+--- Byte offset (0-based) in `line` -> UTF-16 code units, as LSP and the CLI count.
+---@param line string
+---@param byte integer a 0-based byte offset in `line`
+---@return integer
 function M.utf16(line, byte)
   if byte <= 0 then return 0 end
   if byte >= #line then byte = #line end
@@ -17,16 +44,25 @@ function M.utf16(line, byte)
   return n16
 end
 
+--- `path`'s URI as the CLI writes it: file:// and the path, not percent-encoded.
+---@param path string an absolute path
+---@return string
 function M.file_url(path) return 'file://' .. path end
 
--- `s` cut to at most `n` bytes, never inside a UTF-8 sequence; and whether it was cut.
+--- `s` cut to at most `n` bytes, never inside a UTF-8 sequence; and whether it was cut.
+---@param s string
+---@param n integer
+---@return string
+---@return boolean cut
 function M.cut(s, n)
   if #s <= n then return s, false end
   while n > 0 and bit.band(s:byte(n + 1), 0xC0) == 0x80 do n = n - 1 end
   return s:sub(1, n), true
 end
 
--- The CLI compares paths as strings: make ours absolute without resolving symlinks.
+--- The CLI compares paths as strings: make ours absolute without resolving symlinks.
+---@param path string
+---@return string
 function M.absolute(path)
   if path:sub(1, 1) == '~' and (path:len() == 1 or path:sub(2, 2) == '/') then
     path = (vim.env.HOME or '') .. path:sub(2)
@@ -36,8 +72,11 @@ function M.absolute(path)
   return vim.fs.normalize(path, { expand_env = false })
 end
 
--- The first of `candidates` (paths as the model or the CLI gave them) that exists on disk, made
--- absolute (`test`: what "exists" means, fs_stat by default), or nil.
+--- The first of `candidates` (paths as the model or the CLI gave them) that exists on disk, made
+--- absolute (`test`: what "exists" means, fs_stat by default), or nil.
+---@param candidates string[]
+---@param test? fun(path: string): any
+---@return string|nil
 function M.existing(candidates, test)
   test = test or uv.fs_stat
   for _, candidate in ipairs(candidates) do
@@ -47,7 +86,9 @@ function M.existing(candidates, test)
   return nil
 end
 
--- An "active editor": a normal file buffer in a normal window, not one of our diff proposals.
+--- An "active editor": a normal file buffer in a normal window, not one of our diff proposals.
+---@param win? integer a window; nil or 0: the current one
+---@return boolean
 function M.is_editor(win)
   win = (win == nil or win == 0) and api.nvim_get_current_win() or win
   if api.nvim_win_get_config(win).relative ~= '' then return false end
@@ -69,11 +110,12 @@ local function entered()
   editors[9] = nil
 end
 
--- The user's editor window, by one rule: the current window if it is an editor, else the file
--- window the user was in last (while the cursor is in Claude's terminal, say); nil when there
--- is none. openFile opens files there, a diff beside Claude shows its file there,
--- getOpenEditors and getCurrentSelection take its file as the active one, and the Neovim
--- plugin goes back there from Claude.
+--- The user's editor window, by one rule: the current window if it is an editor, else the file
+--- window the user was in last (while the cursor is in Claude's terminal, say); nil when there
+--- is none. openFile opens files there, a diff beside Claude shows its file there,
+--- getOpenEditors and getCurrentSelection take its file as the active one, getQuickfixList
+--- reads its location list, and the Neovim plugin goes back there from Claude.
+---@return integer|nil
 function M.editor_window()
   local win = api.nvim_get_current_win()
   if M.is_editor(win) then return win end
@@ -95,7 +137,9 @@ local function key(name)
   return normal(name) and name or vim.fs.normalize(name, { expand_env = false })
 end
 
--- The buffer whose file is the first of `candidates` (paths) that matches one, or nil.
+--- The buffer whose file is the first of `candidates` (paths) that matches one, or nil.
+---@param candidates string[]
+---@return integer|nil
 function M.find_buffer(candidates)
   local by_name, by_real = {}, {}
   for _, buf in ipairs(api.nvim_list_bufs()) do
@@ -124,6 +168,7 @@ end
 -- user: a FIFO blocks it in open() until a writer comes, for ever if none does (not even
 -- SIGTERM ends that), /dev/zero never ends, and a big file freezes it and takes its size in
 -- memory (200 MB: 1.7 s, 220 MB). The server sets the limit at start ($CLAUDE_NVIM_MAX_FILE_MB).
+---@type integer
 M.max_file_bytes = 50 * 1024 * 1024
 
 local KINDS = { directory = 'a directory', fifo = 'a FIFO', socket = 'a socket',
@@ -150,21 +195,28 @@ local function refusal(path, stat, limit)
   return nil
 end
 
--- Why a tool must not make Neovim read the file at `path`, or nil (also when there is none).
+--- Why a tool must not make Neovim read the file at `path`, or nil (also when there is none).
+---@param path string
+---@return string|nil why
 function M.unloadable(path)
   local stat = uv.fs_stat(path)
   return stat and refusal(path, stat)
 end
 
--- The bytes of the regular file at `path` and its fstat, read from one descriptor: opened
--- without blocking (a FIFO a racing process puts in its place cannot hold Neovim in open()),
--- checked with fstat (a regular file within `limit` bytes), never opened again by path.
--- Or nil and why not.
 local OPEN_FLAGS = bit.bor(uv.constants.O_RDONLY, uv.constants.O_NONBLOCK,
                            uv.constants.O_NOCTTY or 0)
 local function unreadable(path, err)  -- luv's "EACCES: permission denied: /path"
   return ('%s cannot be read (%s)'):format(path, tostring(err):match('^%u+: ([^:]+)') or err)
 end
+
+--- The bytes of the regular file at `path` and its fstat, read from one descriptor: opened
+--- without blocking (a FIFO a racing process puts in its place cannot hold Neovim in open()),
+--- checked with fstat (a regular file within `limit` bytes), never opened again by path.
+--- Or nil and why not.
+---@param path string
+---@param limit? integer bytes; default M.max_file_bytes
+---@return string|nil data
+---@return uv.fs_stat.result|string stat_or_why
 function M.read_file(path, limit)
   local fd, err = uv.fs_open(path, OPEN_FLAGS, 0)
   if fd == nil then return nil, unreadable(path, err) end
@@ -188,15 +240,20 @@ function M.read_file(path, limit)
   return #chunks == 1 and chunks[1] or table.concat(chunks), stat
 end
 
--- The buffer of file `path` loaded, as :edit loads it for the user: `buf` (the file's buffer)
--- or a new unlisted one, with no swap file if `private` (it is only the tool's). An error in
--- the file's modeline or in an autocmd is Neovim's message to the user, not the tool's failure.
--- A file M.unloadable refuses is not touched, and gets no buffer. Returns the buffer, or nil
--- and why not.
+--- The buffer of file `path` loaded, as :edit loads it for the user: `buf` (the file's buffer)
+--- or a new unlisted one, with no swap file if `private` (it is only the tool's). An error in
+--- the file's modeline or in an autocmd is Neovim's message to the user, not the tool's failure.
+--- A file M.unloadable refuses is not touched, and gets no buffer. Returns the buffer, or nil
+--- and why not.
+---@param path string
+---@param buf? integer
+---@param private? boolean
+---@return integer|nil buf
+---@return string? why
 function M.load(path, buf, private)
   if buf and api.nvim_buf_is_loaded(buf) then return buf end
-  local refusal = M.unloadable(buf and api.nvim_buf_get_name(buf) or path)
-  if refusal then return nil, refusal end
+  local why = M.unloadable(buf and api.nvim_buf_get_name(buf) or path)
+  if why then return nil, why end
   if buf == nil then
     buf = vim.fn.bufadd(path)
     if private then vim.bo[buf].swapfile = false end
@@ -214,13 +271,16 @@ end
 -- no file): saveDocument's "changed on disk" and bufsync's "changed since last seen" are both
 -- this. A signature tells versions of a file apart: a rename-over changes the inode, a write
 -- the size or the mtime.
+---@type table<integer, {sig: string, mode: integer}|false>
 M.disk = {}
 
 local function signature(stat)
   return ('%d:%d:%d.%d'):format(stat.ino, stat.size, stat.mtime.sec, stat.mtime.nsec)
 end
 
--- Record `stat` (fs_stat's of its file now when not given) as what `buf` last saw of its file.
+--- Record `stat` (fs_stat's of its file now when not given) as what `buf` last saw of its file.
+---@param buf integer
+---@param stat? uv.fs_stat.result
 function M.remember(buf, stat)
   if not (api.nvim_buf_is_loaded(buf) and vim.bo[buf].buftype == '') then return end
   local name = api.nvim_buf_get_name(buf)
@@ -229,13 +289,18 @@ function M.remember(buf, stat)
   M.disk[buf] = stat and { sig = signature(stat), mode = stat.mode } or false
 end
 
--- Whether `buf`'s file changed on disk since Neovim read or wrote it (as far as we saw).
+--- Whether `buf`'s file changed on disk since Neovim read or wrote it (as far as we saw).
+---@param buf integer
+---@return boolean
 function M.changed_on_disk(buf)
   local seen = M.disk[buf]
   if seen == nil then return false end
   local stat = uv.fs_stat(api.nvim_buf_get_name(buf))
   return (stat and signature(stat)) ~= (seen and seen.sig)
 end
+
+-- ---------------------------------------------------------------------------------------------
+-- Reloading a buffer from its file: what M.refresh (below, the one way in) is made of
 
 -- `data` (a file's bytes) as the text Neovim's reload of `buf` would read: converted from
 -- 'fileencoding', its BOM taken off, lines ended as 'fileformat' says (forced, as a reload
@@ -265,11 +330,15 @@ local function decode(buf, data)
   return read.eol and data or data .. '\n', read
 end
 
-local function split(text)  -- "a\nb\n" -> { 'a', 'b' }
+--- The lines of `text`, each ended by "\n": "a\nb\n" -> { 'a', 'b' }.
+---@param text string
+---@return string[]
+function M.split_lines(text)
   local lines = vim.split(text, '\n', { plain = true })
   lines[#lines] = nil
   return lines
 end
+local split = M.split_lines
 
 -- Close the current undo block of the current buffer (setting 'undolevels' does, even to
 -- its own value): the reload is one undo step of its own, apart from the user's edits.
@@ -365,20 +434,19 @@ local KNOWN_LINES = 20000
 -- what changed only (an append costs the appended lines), marks, folds and every window's
 -- cursor stay where their lines are, and LSP clients get the change. One undo step.
 local function apply(buf, text)
-  local edits, middle = {}, {}
+  local edits, middle = {}
   local was = known[buf]
   known[buf] = nil
   if api.nvim_buf_line_count(buf) == 1 and api.nvim_buf_get_lines(buf, 0, 1, true)[1] == '' then
     middle = { '' }  -- empty, or one empty line (the API tells them not apart): all of it
     edits[1] = { 0, 1, split(text) }
   else
-    local head, from, tail, to
+    local head, from, to, _
     if was and was.tick == api.nvim_buf_get_changedtick(buf) then
       if was.text == text then return end
-      head, from, tail, to, middle = compare_text(was.text, text)
+      head, from, _, to, middle = compare_text(was.text, text)
     else
-      head, from, tail, to, middle = compare_lines(api.nvim_buf_get_lines(buf, 0, -1, false),
-                                                   text)
+      head, from, _, to, middle = compare_lines(api.nvim_buf_get_lines(buf, 0, -1, false), text)
     end
     if #middle == 0 and to < from then return end  -- the same text
     local hunks = vim.diff(#middle > 0 and table.concat(middle, '\n') .. '\n' or '',
@@ -531,11 +599,19 @@ local function collect_soon()
   end)
 end
 
+-- Called with a buffer whose reload is about to change its text, if set: the review of
+-- Claude's turns keeps the text it had (claude_nvim.review).
+M.before_reload = nil
+
 -- Make `buf` (unmodified) show its file as read now, from `data` and `stat` (its fstat).
 -- Returns nil, or why it could not.
 local function reload(buf, data, stat)
   local text, read = decode(buf, data)
   if text == nil then return read end
+  if M.before_reload then
+    local ok, err = pcall(M.before_reload, buf)
+    if not ok then M.log('error', 'before_reload: ' .. tostring(err)) end
+  end
   local bo, name = vim.bo[buf], api.nvim_buf_get_name(buf)
   local modifiable, readonly = bo.modifiable, bo.readonly
   if not modifiable then bo.modifiable = true end  -- as a reload: no E21,
@@ -563,10 +639,13 @@ local function reload(buf, data, stat)
   return nil
 end
 
--- Make `buf` show `data`, its file's bytes as they are elsewhere (on Claude's host, where
--- Neovim's file is another copy: sshfs, scp://), as a reload would: the smallest change, one
--- undo step, then unmodified; what Neovim knows of its own copy is left alone. Returns nil, or
--- why it could not.
+--- Make `buf` show `data`, its file's bytes as they are elsewhere (on Claude's host, where
+--- Neovim's file is another copy: sshfs, scp://), as a reload would: the smallest change, one
+--- undo step, then unmodified; what Neovim knows of its own copy is left alone. Returns nil, or
+--- why it could not.
+---@param buf integer
+---@param data string
+---@return string? why
 function M.show(buf, data)
   local text, read = decode(buf, data)
   if text == nil then return read end
@@ -583,11 +662,14 @@ function M.show(buf, data)
   return nil
 end
 
--- Bring `buf` up to date with its file if that changed on disk since Neovim last read or
--- wrote it: the one way claude-nvim reloads a buffer. A buffer with unsaved changes is never
--- touched; nor is it for a file Neovim must not read (M.unloadable), which it never opens.
--- Returns what it found: 'current', 'reloaded', 'modified' (the file changed, the buffer has
--- unsaved changes), 'deleted', or 'refused' and why; nil for a buffer with no file.
+--- Bring `buf` up to date with its file if that changed on disk since Neovim last read or
+--- wrote it: the one way claude-nvim reloads a buffer. A buffer with unsaved changes is never
+--- touched; nor is it for a file Neovim must not read (M.unloadable), which it never opens.
+--- Returns what it found: 'current', 'reloaded', 'modified' (the file changed, the buffer has
+--- unsaved changes), 'deleted', or 'refused' and why; nil for a buffer with no file.
+---@param buf integer
+---@return 'current'|'reloaded'|'modified'|'deleted'|'refused'|nil
+---@return string? why
 function M.refresh(buf)
   if not (api.nvim_buf_is_valid(buf) and api.nvim_buf_is_loaded(buf))
       or vim.bo[buf].buftype ~= '' then return nil end
@@ -616,8 +698,14 @@ function M.refresh(buf)
   return 'reloaded'
 end
 
--- Notify the server. A dead channel (the server went away) switches its claude-nvim off here,
--- so no autocmd ever raises "Invalid channel" at the user.
+-- ---------------------------------------------------------------------------------------------
+-- More helpers: messages (to the server, to the user), workspace folders, lines by path
+
+--- Notify the server. A dead channel (the server went away) switches its claude-nvim off here,
+--- so no autocmd ever raises "Invalid channel" at the user.
+---@param event string
+---@param ... any
+---@return boolean sent
 function M.notify(event, ...)
   if M.chan == nil then return false end
   if pcall(vim.rpcnotify, M.chan, event, ...) then return true end
@@ -625,8 +713,11 @@ function M.notify(event, ...)
   return false
 end
 
--- A line in the server's log. level: 'debug', 'info', 'warn', 'error' or a vim.log.levels
--- number; any other level still logs (as a warning).
+--- A line in the server's log. level: 'debug', 'info', 'warn', 'error' or a vim.log.levels
+--- number; any other level still logs (as a warning).
+---@param level 'debug'|'info'|'warn'|'error'|integer
+---@param msg string
+---@return boolean sent
 function M.log(level, msg) return M.notify('claude_nvim_log', level, msg) end
 
 -- `s` cut to at most `width` screen cells, '…' included; one cut, found by halving.
@@ -646,12 +737,14 @@ end
 
 local HIGHLIGHT = { WARN = 'WarningMsg', ERROR = 'ErrorMsg' }
 
--- Something the user must know (never anything else goes to their screen), as data: one line
--- (control characters, a newline in a file name, shown as ^J), never a hit-enter prompt,
--- whatever the screen. What fits the command line is shown and kept in :messages as it is.
--- A longer message: with 'shortmess' T, :echomsg shows it cut to fit and keeps it whole in
--- :messages (it reads the text from M.telling: no Ex source is made of it); else, or with
--- 'cmdheight' 0, it is cut here to what fits.
+--- Something the user must know (never anything else goes to their screen), as data: one line
+--- (control characters, a newline in a file name, shown as ^J), never a hit-enter prompt,
+--- whatever the screen. What fits the command line is shown and kept in :messages as it is.
+--- A longer message: with 'shortmess' T, :echomsg shows it cut to fit and keeps it whole in
+--- :messages (it reads the text from M.telling: no Ex source is made of it); else, or with
+--- 'cmdheight' 0, it is cut here to what fits.
+---@param msg string
+---@param level? 'INFO'|'WARN'|'ERROR'
 function M.tell(msg, level)
   msg = vim.fn.strtrans((('claude-nvim: ' .. msg):gsub('\n', '^J')))
   local hl = HIGHLIGHT[level] or 'Normal'
@@ -673,7 +766,10 @@ function M.tell(msg, level)
   end
 end
 
--- Wrap an autocmd callback: its errors go to the server's log, not to :messages.
+--- Wrap an autocmd callback: its errors go to the server's log, not to :messages.
+---@generic F: function
+---@param fn F
+---@return F
 function M.guard(fn)
   return function(...)
     local ok, err = pcall(fn, ...)
@@ -681,6 +777,8 @@ function M.guard(fn)
   end
 end
 
+--- The workspace folders: the current directory, then the language servers' folders.
+---@return string[]
 function M.workspace_folders()
   local seen, out = {}, {}
   local function add(path)
@@ -696,9 +794,10 @@ function M.workspace_folders()
   return out
 end
 
--- A reader of lines by (path, 0-based row[, buf]): from `buf` or the loaded buffer of `path`
--- when there is one, else from the file, read once. Reading stops at 4 MB of files per reader,
--- so that a long answer never holds Neovim up: lines past that are nil.
+--- A reader of lines by (path, 0-based row[, buf]): from `buf` or the loaded buffer of `path`
+--- when there is one, else from the file, read once. Reading stops at 4 MB of files per reader,
+--- so that a long answer never holds Neovim up: lines past that are nil.
+---@return fun(path: string, row: integer, buf?: integer): string|nil
 function M.reader()
   local buffers, files, budget = nil, {}, 4 * 1024 * 1024
   return function(path, row, buf)
@@ -725,11 +824,19 @@ function M.reader()
   end
 end
 
--- opts: chan (the server's channel), max_file_bytes. M.modules, the modules the server
--- installed, is set when they are installed (_nvim/lua.py's CLAIM_LUA).
+-- ---------------------------------------------------------------------------------------------
+-- 2. The server's lifecycle, in its order: the claim (_nvim/lua.py's CLAIM_LUA: live_server,
+-- then M.modules), setup, publish, ready, clients (as Claudes come and go), unload -> stop.
+-- Tools never call these.
+
+--- Start core for the server on channel `opts.chan`: the records of what Neovim last saw of
+--- each file and of the user's editor windows, and the workspace folders' changes.
+--- `opts.max_file_bytes`: the limit of M.unloadable; `opts.editor_script`: editor.lua's path.
+---@param opts {chan: integer, max_file_bytes?: integer, editor_script?: string}
 function M.setup(opts)
   M.chan = opts.chan
   M.max_file_bytes = opts.max_file_bytes or M.max_file_bytes
+  M.editor_script = opts.editor_script
   local group = api.nvim_create_augroup('claude_nvim', { clear = true })
   M.disk, known = {}, {}
   for _, buf in ipairs(api.nvim_list_bufs()) do M.remember(buf) end
@@ -752,10 +859,11 @@ function M.setup(opts)
   })
 end
 
--- The live server of this Neovim: its record (vim.g.claude_nvim_server: channel, pid, port,
--- clients, and once ready `claude`, what a claude needs to connect), or nil. A server that died
--- without cleaning up leaves its record behind: its channel is gone. The one test of "is a
--- server here": the claim (_nvim/lua.py's CLAIM_LUA), the Neovim plugin and the doctor all ask this.
+--- The live server of this Neovim: its record (vim.g.claude_nvim_server: channel, pid, port,
+--- clients, and once ready `claude`, what a claude needs to connect), or nil. A server that died
+--- without cleaning up leaves its record behind: its channel is gone. The one test of "is a
+--- server here": the claim (_nvim/lua.py's CLAIM_LUA), the Neovim plugin and the doctor ask it.
+---@return claude_nvim.ServerRecord|nil
 function M.live_server()
   local info = vim.g.claude_nvim_server
   if type(info) ~= 'table' or info.channel == nil then return nil end
@@ -764,10 +872,13 @@ function M.live_server()
   return info
 end
 
--- Listening on `port`: the environment a `claude` needs to connect here (docs/protocol.md §4),
--- set in Neovim's own so that `claude` started from any :terminal connects here. `remote`: the
--- server runs on another host, where claude runs too: its no_proxy and NO_PROXY there, and
--- nothing is set here.
+--- Listening on `port`: the environment a `claude` needs to connect here (docs/protocol.md §4),
+--- set in Neovim's own so that `claude` started from any :terminal connects here. `remote`: the
+--- server runs on another host, where claude runs too: its no_proxy and NO_PROXY there, and
+--- nothing is set here.
+---@param port integer
+---@param remote table<string, string>|nil
+---@return {pid: integer, folders: string[], env: table<string, string>}
 function M.publish(port, remote)
   if remote == vim.NIL then remote = nil end
   M.port = port
@@ -790,13 +901,49 @@ function M.publish(port, remote)
   if not remote then
     for var, value in pairs(env) do vim.env[var] = value end
   end
+  local editor = not remote and M.editor_command()
+  if editor then  -- only for the claudes started with this: not in Neovim's environment
+    env.VISUAL, env.EDITOR = editor, editor
+    local own = vim.env.CLAUDE_NVIM_USER_EDITOR or vim.env.VISUAL or vim.env.EDITOR or ''
+    env.CLAUDE_NVIM_USER_EDITOR = own ~= editor and own or ''
+  end
   return { pid = vim.fn.getpid(), folders = M.workspace_folders(), env = env }
 end
 
--- Ready (the lock file is written): `claude` = {env, args}, what a claude started by anyone
--- needs to use this server fully (its environment, and its command-line arguments: files the
--- server wrote). Kept in the record and announced: `User ClaudeNvimServerReady`, data: the
--- record. Whoever waits for a server waits for that.
+--- The command claude runs as its editor (Ctrl+G, plans, memory: $VISUAL and $EDITOR): this
+--- Neovim's nvim running editor.lua, which opens the file here (see that file); nil when
+--- vim.g.claude_nvim_opts.editor is false. claude splits the command on spaces, with no shell:
+--- a path with a space is reached through a symlink in a private directory without one.
+---@return string|nil
+function M.editor_command()
+  local opts = vim.g.claude_nvim_opts
+  if not M.editor_script or (type(opts) == 'table' and opts.editor == false) then return nil end
+  local dir = vim.fn.stdpath('run') .. '/claude-nvim'
+  local function spaceless(path, name)
+    if not path:find(' ', 1, true) then return path end
+    if dir:find(' ', 1, true) then return nil end
+    vim.fn.mkdir(dir, 'p', tonumber('700', 8))
+    local link = dir .. '/' .. name
+    uv.fs_unlink(link)
+    return uv.fs_symlink(path, link) and link or nil
+  end
+  -- This Neovim's binary, unless it runs through something else (a loader); named nvim in the
+  -- command, so that claude adds the line (+N).
+  local progpath = vim.v.progpath
+  if not vim.fs.basename(progpath):match('^nvim') then
+    progpath = vim.env.CLAUDE_NVIM_NVIM or vim.fn.exepath('nvim')
+  end
+  if progpath == '' then return nil end
+  local nvim = spaceless(progpath, 'nvim')
+  local script = spaceless(M.editor_script, 'editor.lua')
+  return nvim and script and (nvim .. ' -l ' .. script) or nil
+end
+
+--- Ready (the lock file is written): `claude` = {env, args}, what a claude started by anyone
+--- needs to use this server fully (its environment, and its command-line arguments: files the
+--- server wrote). Kept in the record and announced: `User ClaudeNvimServerReady`, data: the
+--- record. Whoever waits for a server waits for that.
+---@param claude {env: table<string, string>, args: string[]}
 function M.ready(claude)
   local info = vim.g.claude_nvim_server
   if type(info) ~= 'table' then return end
@@ -806,8 +953,10 @@ function M.ready(claude)
                                          modeline = false })
 end
 
--- `count` Claudes are connected now, one more (`connected`) or one fewer: kept in
--- vim.g.claude_nvim_server.clients (statuslines read it) and told to the user's User autocmds.
+--- `count` Claudes are connected now, one more (`connected`) or one fewer: kept in
+--- vim.g.claude_nvim_server.clients (statuslines read it) and told to the user's User autocmds.
+---@param count integer
+---@param connected boolean
 function M.clients(count, connected)
   local info = vim.g.claude_nvim_server
   if type(info) ~= 'table' then return end
@@ -817,8 +966,8 @@ function M.clients(count, connected)
     pattern = connected and 'ClaudeNvimConnected' or 'ClaudeNvimDisconnected' })
 end
 
--- Core's own half of switching off: its autocmds, the server mark, the port in the
--- environment. The server calls M.unload, which checks that it owns Neovim first.
+--- Core's own half of switching off: its autocmds, the server mark, the port in the
+--- environment. The server calls M.unload, which checks that it owns Neovim first.
 function M.stop()
   pcall(api.nvim_del_augroup_by_name, 'claude_nvim')
   local info = vim.g.claude_nvim_server
@@ -830,10 +979,12 @@ function M.stop()
   M.chan, M.port = nil, nil
 end
 
--- Switch claude-nvim off in this Neovim for the server on channel `chan`: each module it
--- installed stops (the last installed first: autocmds, timers, commands, diff tabs), then
--- core. Only while that server owns Neovim (CLAIM_LUA): a refused or replaced server, or a
--- dead one's leftover Lua, must leave the owner's half alone. Returns whether it did.
+--- Switch claude-nvim off in this Neovim for the server on channel `chan`: each module it
+--- installed stops (the last installed first: autocmds, timers, commands, diff tabs), then
+--- core. Only while that server owns Neovim (CLAIM_LUA): a refused or replaced server, or a
+--- dead one's leftover Lua, must leave the owner's half alone. Returns whether it did.
+---@param chan integer
+---@return boolean
 function M.unload(chan)
   local info = vim.g.claude_nvim_server
   if chan == nil or type(info) ~= 'table' or info.channel ~= chan then return false end

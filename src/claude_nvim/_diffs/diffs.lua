@@ -1,8 +1,12 @@
 -- claude_nvim.diffs: diff review's Neovim half. Each diff the server opens is a tab (the target
--- file | an editable proposal); the user's verdict (:w or :ClaudeNvimDiffAccept accepts, closing
--- the proposal or :ClaudeNvimDiffDeny rejects) goes to the server exactly once.
+-- file | an editable proposal, or the proposal alone with the old lines shown in it: the
+-- layout, opts.diff.layout); the user's verdict (:w or :ClaudeNvimDiffAccept accepts, closing
+-- the proposal or :ClaudeNvimDiffDeny rejects) goes to the server exactly once. Hunk by hunk,
+-- the user may accept one (:ClaudeNvimHunkAccept) or reject it (:ClaudeNvimHunkReject: the old
+-- text goes back in the proposal); the window bar counts what is left.
 -- Lifecycle: setup(opts) / stop(); opts (from DiffsFeature, beside it): event.
 local api = vim.api
+local uv = vim.uv or vim.loop
 local core = require('claude_nvim.core')
 local M = {}
 local EVENT  -- set by M.setup, from DiffsFeature
@@ -14,11 +18,69 @@ local function announce(pattern, data)
 end
 
 -- How to show a diff: vim.g.claude_nvim_opts.diff (the Neovim plugin's opts.diff, or the user's).
+local LAYOUTS = { vertical = true, horizontal = true, inline = true }
 local function options()
   local opts = vim.g.claude_nvim_opts
   local diff = type(opts) == 'table' and type(opts.diff) == 'table' and opts.diff or {}
   return { open_in = diff.open_in == 'current' and 'current' or 'tab',
-           keep_focus = diff.keep_focus == true }
+           keep_focus = diff.keep_focus == true,
+           layout = LAYOUTS[diff.layout] and diff.layout or 'vertical' }
+end
+M.options = options
+
+-- The presentation the review of Claude's turns shares with the diffs: hunks and inline marks.
+
+-- The hunks between two texts (each line ended by "\n"), as vim.diff's indices: { old_start,
+-- old_count, new_start, new_count }, 1-based; a start with a count of 0 is the line after which.
+local INDICES = { result_type = 'indices', algorithm = 'histogram' }
+function M.text_hunks(old, new) return vim.diff(old, new, INDICES) end
+
+-- The same between two lists of lines. The lines both start and end with are set aside first
+-- (Lua compares equal strings at once): a 100,000-line file with a few changes is diffed in a
+-- few milliseconds, not joined into texts of megabytes.
+function M.hunks(old, new)
+  local n, m, head, tail = #old, #new, 0, 0
+  while head < n and head < m and old[head + 1] == new[head + 1] do head = head + 1 end
+  while tail < n - head and tail < m - head and old[n - tail] == new[m - tail] do
+    tail = tail + 1
+  end
+  local function text(lines, last)
+    return last > head and table.concat(lines, '\n', head + 1, last) .. '\n' or ''
+  end
+  local hunks = vim.diff(text(old, n - tail), text(new, m - tail), INDICES)
+  for _, h in ipairs(hunks) do h[1], h[3] = h[1] + head, h[3] + head end
+  return hunks
+end
+
+-- Lines added and removed by `hunks`.
+function M.counts(hunks)
+  local added, removed = 0, 0
+  for _, h in ipairs(hunks) do added, removed = added + h[4], removed + h[2] end
+  return added, removed
+end
+
+local INLINE = api.nvim_create_namespace('claude_nvim_inline')
+M.INLINE = INLINE
+
+-- Show in `buf` what `hunks` (from `old` to the buffer's lines) changed, in one buffer: the
+-- removed lines as virtual lines above where they were, the added ones highlighted.
+function M.inline(buf, old, hunks)
+  api.nvim_buf_clear_namespace(buf, INLINE, 0, -1)
+  local count = api.nvim_buf_line_count(buf)
+  for _, h in ipairs(hunks) do
+    local virt = {}
+    for i = h[1], h[1] + h[2] - 1 do virt[#virt + 1] = { { old[i] or '', 'DiffDelete' } } end
+    if #virt > 0 then  -- above the lines put in their place, else below the line before
+      local row, above = h[3] - 1, true
+      if h[4] == 0 then row, above = math.max(h[3] - 1, 0), h[3] == 0 end
+      api.nvim_buf_set_extmark(buf, INLINE, math.min(row, count - 1), 0,
+                               { virt_lines = virt, virt_lines_above = above })
+    end
+    for r = h[3], h[3] + h[4] - 1 do
+      api.nvim_buf_set_extmark(buf, INLINE, r - 1, 0, { line_hl_group = 'DiffAdd',
+                                                          priority = 50 })
+    end
+  end
 end
 
 -- A window not pinned to its buffer ('winfixbuf': a Claude window is, and a split copies it).
@@ -80,6 +142,134 @@ end
 function M.accept_current() verdict('accepted') end
 function M.deny_current() verdict('rejected') end
 
+-- Hunks of a diff: its old lines are what the user sees of the file (the buffer's text, unsaved
+-- changes included); nothing for a new file.
+local function old_lines(d)
+  if d.scratch or not api.nvim_buf_is_valid(d.target) then return {} end
+  return api.nvim_buf_get_lines(d.target, 0, -1, false)
+end
+
+local function hunk_key(old, new, h)
+  return table.concat(vim.list_slice(old, h[1], h[1] + h[2] - 1), '\n') .. '\0'
+    .. table.concat(vim.list_slice(new, h[3], h[3] + h[4] - 1), '\n')
+end
+
+local function escape(s) return (s:gsub('%%', '%%%%')) end
+
+-- Count what is left to decide in diff `d` (`new`: the proposal's lines, if at hand): its
+-- hunks not accepted, and the lines they add and remove. Inline, the marks too.
+local function tally(d, new)
+  if d.resolved or not api.nvim_buf_is_valid(d.proposal) then return end
+  local old = old_lines(d)
+  new = new or api.nvim_buf_get_lines(d.proposal, 0, -1, false)
+  local hunks = M.hunks(old, new)
+  d.total = math.max(d.total or 0, #hunks)
+  local left, added, removed = 0, 0, 0
+  for _, h in ipairs(hunks) do
+    if not d.accepted[hunk_key(old, new, h)] then
+      left, added, removed = left + 1, added + h[4], removed + h[2]
+    end
+  end
+  d.counts = ('+%d −%d · %d of %d hunk%s'):format(added, removed, left, d.total,
+                                                  d.total == 1 and '' or 's')
+  if d.layout == 'inline' then M.inline(d.proposal, old, hunks) end
+end
+
+-- The proposal's window bar: how to answer, whose proposal for which file, and what is left to
+-- decide (`+12 −3 · 2 of 4 hunks`), fitted to the window (a narrow one names the Claude
+-- shortly, then cuts the file's name, never the keys or the counts).
+local function bar(d)
+  if d.resolved or not api.nvim_win_is_valid(d.right) then return end
+  local keys, file = ':w accepts · :q rejects · ', (d.unsaved and 'unsaved ' or '') .. d.name
+    .. (d.scratch and ' (new file)' or '')
+  local tail = file .. ' · ' .. (d.counts or '')
+  local long = d.whose .. ' for '
+  local text = escape(keys .. long) .. '%<' .. escape(tail)
+  if vim.fn.strdisplaywidth(keys .. long .. tail) > api.nvim_win_get_width(d.right) then
+    text = escape(keys .. (d.by and (d.by .. ': ') or '')) .. '%<' .. escape(tail)
+  end
+  vim.wo[d.right].winbar = text
+end
+
+local function refresh(d, new)
+  tally(d, new)
+  bar(d)
+end
+
+-- Count again once the user paused editing the proposal (a count reads both texts whole).
+local RECOUNT_MS = 150
+local function recount_soon(id)
+  local d = diffs[id]
+  if d == nil then return end
+  d.timer = d.timer or uv.new_timer()
+  d.timer:stop()
+  d.timer:start(RECOUNT_MS, 0, vim.schedule_wrap(core.guard(function()
+    if diffs[id] == d then refresh(d) end
+  end)))
+end
+
+-- The pending diff shown in the current window: its id, record, and which side the cursor is
+-- on ('old': the file, 'new': the proposal).
+local function diff_here()
+  local win, buf = api.nvim_get_current_win(), api.nvim_get_current_buf()
+  for id, d in pairs(diffs) do
+    if not d.resolved then
+      if buf == d.proposal then return id, d, 'new' end
+      if buf == d.target and win == d.left then return id, d, 'old' end
+    end
+  end
+  return nil
+end
+
+-- Accept (keep) or reject (the old text back in the proposal) the hunks on lines
+-- `line1`..`line2` of the current window, in the pending diff shown there.
+function M.hunk(action, line1, line2)
+  local _, d, side = diff_here()
+  if d == nil then return core.tell('no pending diff here', 'WARN') end
+  local old, new = old_lines(d), api.nvim_buf_get_lines(d.proposal, 0, -1, false)
+  local picked = {}
+  for _, h in ipairs(M.hunks(old, new)) do
+    local start, count = h[3], h[4]
+    if side == 'old' then start, count = h[1], h[2] end
+    local lo, hi = start, start + count - 1
+    if count == 0 then lo, hi = start, start + 1 end
+    if lo <= line2 and line1 <= hi then picked[#picked + 1] = h end
+  end
+  if #picked == 0 then
+    return core.tell(('no change of Claude\'s on %s'):format(line1 == line2 and ('line ' .. line1)
+      or ('lines ' .. line1 .. '-' .. line2)), 'WARN')
+  end
+  if action == 'accept' then
+    for _, h in ipairs(picked) do d.accepted[hunk_key(old, new, h)] = true end
+  else
+    for i = #picked, 1, -1 do
+      local h = picked[i]
+      local first = h[4] > 0 and h[3] - 1 or h[3]
+      api.nvim_buf_set_lines(d.proposal, first, first + h[4], false,
+                             vim.list_slice(old, h[1], h[1] + h[2] - 1))
+    end
+  end
+  refresh(d)
+end
+
+-- To the next (`step` 1) or previous (-1) hunk of the proposal shown here (]c and [c inline;
+-- in diff mode Neovim's own do it).
+function M.jump(step)
+  local _, d = diff_here()
+  if d == nil then return end
+  local row = api.nvim_win_get_cursor(0)[1]
+  local starts = {}
+  for _, h in ipairs(M.hunks(old_lines(d), api.nvim_buf_get_lines(d.proposal, 0, -1, false))) do
+    starts[#starts + 1] = math.max(h[4] > 0 and h[3] or h[3] + 1, 1)
+  end
+  if step < 0 then starts = vim.fn.reverse(starts) end
+  for _, start in ipairs(starts) do
+    if (step > 0 and start > row) or (step < 0 and start < row) then
+      return api.nvim_win_set_cursor(0, { math.min(start, api.nvim_buf_line_count(0)), 0 })
+    end
+  end
+end
+
 -- Name `buf` `name` (a tab label shows it), or `name` with the diff's id where another
 -- buffer has that name (two diffs of one file name).
 local function name_buffer(buf, name, id)
@@ -90,7 +280,7 @@ end
 
 -- Open diff `id`: a new tab with the target file (an empty scratch buffer for a new file)
 -- beside an editable proposal buffer that no :w can write to disk.
-function M.open(id, candidates, lines, tab_name, by)
+function M.open(id, candidates, lines, tab_name, by, by_terminal)
   -- The first candidate that exists on disk (it is an edit), else the first (a new file).
   local found = core.existing(candidates)
   local path, exists = found or core.absolute(candidates[1]), found ~= nil
@@ -130,21 +320,31 @@ function M.open(id, candidates, lines, tab_name, by)
     vim.cmd('tab split')
     left = unpin(api.nvim_get_current_win())
   end
-  api.nvim_win_set_buf(left, target)
-  local right = api.nvim_open_win(prop, true, { split = 'right', win = left })
-  -- How to answer and what this window is, where the user looks (% is the winbar's escape;
-  -- a narrow window cuts the file's name, at %<, not the keys: the status line has it too).
-  local name = vim.fn.fnamemodify(path, ':~:.'):gsub('%%', '%%%%')
+  local right
+  if how.layout == 'inline' then  -- the proposal alone, the old lines shown in it
+    api.nvim_win_set_buf(left, prop)
+    api.nvim_set_current_win(left)
+    right = left
+    for _, key in ipairs({ ']c', '[c' }) do
+      vim.keymap.set('n', key, function() M.jump(key == ']c' and 1 or -1) end,
+                     { buffer = prop, desc = 'claude-nvim: to the next / previous hunk' })
+    end
+  else
+    api.nvim_win_set_buf(left, target)
+    right = api.nvim_open_win(prop, true, { split = how.layout == 'horizontal' and 'below'
+                                            or 'right', win = left })
+    for _, win in ipairs({ left, right }) do
+      api.nvim_win_call(win, function() vim.cmd('diffthis') end)
+    end
+  end
   -- `by`: which Claude proposed it, named when several share this Neovim.
   local server = vim.g.claude_nvim_server
   local several = type(server) == 'table' and (tonumber(server.clients) or 0) > 1
-  local whose = several and type(by) == 'string' and ('proposal of ' .. by:gsub('%%', '%%%%'))
-    or "Claude's proposal"
-  vim.wo[right].winbar = ':w accepts · :q rejects · ' .. whose .. ' for '
-    .. (unsaved and 'unsaved ' or '') .. '%<' .. name .. (exists and '' or ' (new file)')
-  for _, win in ipairs({ left, right }) do
-    api.nvim_win_call(win, function() vim.cmd('diffthis') end)
+  -- The label the Neovim plugin keeps on its terminal, `by_terminal`, is its name now.
+  if type(by_terminal) == 'number' and api.nvim_buf_is_valid(by_terminal) then
+    by = vim.b[by_terminal].claude_nvim_label or by
   end
+  by = several and type(by) == 'string' and by or nil
   local tab = api.nvim_get_current_tabpage()
   api.nvim_tabpage_set_var(tab, 'claude_nvim_tab_name', tab_name)
 
@@ -153,7 +353,15 @@ function M.open(id, candidates, lines, tab_name, by)
                 tick = api.nvim_buf_get_changedtick(prop), resolved = false, path = path,
                 in_tab = how.open_in == 'tab', left = left, right = right, shown = shown,
                 unsaved = unsaved, from = not how.keep_focus and { win = from_win, mode = mode }
-                  or nil }
+                  or nil, layout = how.layout, accepted = {}, by = by,
+                name = vim.fn.fnamemodify(path, ':~:.'),
+                whose = by and ('proposal of ' .. by) or "Claude's proposal" }
+  refresh(diffs[id], lines)
+  -- The window bar and the inline marks follow the proposal's text and the window's width.
+  api.nvim_create_autocmd({ 'TextChanged', 'InsertLeave' }, { group = group, buffer = prop,
+    callback = function() recount_soon(id) end })
+  api.nvim_create_autocmd({ 'WinResized', 'VimResized' }, { group = group,
+    callback = core.guard(function() if diffs[id] then bar(diffs[id]) end end) })
   api.nvim_create_autocmd('BufWriteCmd', { group = group, buffer = prop,
     callback = core.guard(function() resolve(id, 'accepted') end) })
   api.nvim_create_autocmd({ 'BufWipeout', 'BufUnload', 'BufDelete' }, { group = group,
@@ -198,6 +406,10 @@ function M.close(id)
   if d == nil then return false end
   diffs[id] = nil
   d.resolved = true
+  if d.timer then
+    d.timer:stop()
+    d.timer:close()
+  end
   pcall(api.nvim_del_augroup_by_id, d.group)
   local back = user_in(d) and d.from or nil
   if not d.in_tab then
@@ -206,7 +418,11 @@ function M.close(id)
     for _, other in pairs(diffs) do
       if other.left == d.left and other.shown == d.target then other.shown = d.shown end
     end
-    if api.nvim_win_is_valid(d.left) and api.nvim_win_get_buf(d.left) == d.target then
+    if d.layout == 'inline' and api.nvim_win_is_valid(d.left)
+        and api.nvim_win_get_buf(d.left) == d.proposal and d.shown
+        and api.nvim_buf_is_valid(d.shown) then
+      pcall(api.nvim_win_set_buf, d.left, d.shown)  -- what the window showed before
+    elseif api.nvim_win_is_valid(d.left) and api.nvim_win_get_buf(d.left) == d.target then
       pcall(api.nvim_win_call, d.left, function() vim.cmd('diffoff') end)
       if d.shown and api.nvim_buf_is_valid(d.shown) and d.shown ~= d.target then
         pcall(api.nvim_win_set_buf, d.left, d.shown)

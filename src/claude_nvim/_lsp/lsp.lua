@@ -18,10 +18,19 @@ local function reply(id, ok, value)
   if p.cleanup then pcall(p.cleanup) end
   core.notify('claude_nvim_reply', id, ok, value)
 end
+--- Answer reply `id` with an error (once; not after a cancel).
+---@param id integer a reply id
+---@param message string
 function L.fail(id, message) reply(id, false, message) end
+--- Answer reply `id` with `value` (once; not after a cancel).
+---@param id integer a reply id
+---@param value any
 function L.succeed(id, value) reply(id, true, value) end
 
--- `fn` wrapped so that an error in it answers the request instead of reaching the user.
+--- `fn` wrapped so that an error in it answers the request instead of reaching the user.
+---@param id integer a reply id
+---@param fn function
+---@return function
 function L.guard(id, fn)
   return function(...)
     local ok, err = pcall(fn, ...)
@@ -29,10 +38,14 @@ function L.guard(id, fn)
   end
 end
 
--- Start answering reply `id`: `phase` says what it waits for (in a timeout's message).
+--- Start answering reply `id`: `phase` says what it waits for (in a timeout's message).
+---@param id integer a reply id
+---@param phase string
 function L.begin(id, phase) pending[id] = { phase = phase } end
 
--- Stop answering reply `id` (a timeout, or the caller went away): what it waited for, or nil.
+--- Stop answering reply `id` (a timeout, or the caller went away): what it waited for, or nil.
+---@param id integer a reply id
+---@return string|vim.NIL phase
 function L.cancel(id)
   local p = pending[id]
   if p == nil then return vim.NIL end
@@ -53,7 +66,11 @@ end
 
 L.cut = core.cut
 
--- Position encodings: `index` in `enc` units -> byte in `line`, and back.
+--- Position encodings: `index` in `enc` units -> byte in `line`, and back.
+---@param line string
+---@param enc 'utf-8'|'utf-16'|'utf-32'
+---@param index integer
+---@return integer
 function L.byte_of(line, enc, index)
   if enc == 'utf-8' then return math.min(index, #line) end
   local ok, b = pcall(vim.str_byteindex, line, enc, index, false)
@@ -63,6 +80,10 @@ function L.byte_of(line, enc, index)
   return #line
 end
 
+---@param line string
+---@param enc 'utf-8'|'utf-16'|'utf-32'
+---@param byte integer
+---@return integer
 function L.index_of(line, enc, byte)
   if byte > #line then byte = #line end
   if enc == 'utf-8' then return byte end
@@ -72,7 +93,10 @@ function L.index_of(line, enc, byte)
   return (vim.str_utfindex(line, byte))  -- Neovim 0.10
 end
 
--- LSP URIs -> {uri in our convention, path or nil}.
+--- LSP URIs -> {uri in our convention, path or nil}.
+---@param uri string
+---@return string uri
+---@return string|nil path
 function L.uri(uri)
   if type(uri) == 'string' and uri:match('^file:') then
     local path = vim.uri_to_fname(uri)
@@ -81,7 +105,12 @@ function L.uri(uri)
   return uri, nil
 end
 
--- An LSP range of a client with encoding `enc` in `path` -> our range (UTF-16 characters).
+--- An LSP range of a client with encoding `enc` in `path` -> our range (UTF-16 characters).
+---@param range lsp.Range
+---@param enc 'utf-8'|'utf-16'|'utf-32'
+---@param path string|nil
+---@param read fun(path: string, row: integer): string|nil a core.reader()
+---@return {start: {line: integer, character: integer}, end: {line: integer, character: integer}}
 function L.range(range, enc, path, read)
   local function pos(p)
     local character = p.character
@@ -94,6 +123,8 @@ function L.range(range, enc, path, read)
   return { start = pos(range.start), ['end'] = pos(range['end'] or range.start) }
 end
 
+---@param kind integer
+---@return string
 function L.kind(kind)
   return vim.lsp.protocol.SymbolKind[kind] or tostring(kind)
 end
@@ -126,7 +157,10 @@ local function names(clients)
   return table.concat(out, ', ')
 end
 
--- Initialized clients of `buf` (every buffer when nil) that support `method`.
+--- Initialized clients of `buf` (every buffer when nil) that support `method`.
+---@param buf integer|nil
+---@param method string
+---@return vim.lsp.Client[]
 function L.ready(buf, method)
   local out = {}
   for _, c in ipairs(clients_of(buf)) do
@@ -142,7 +176,10 @@ local function starting(buf)
   return nil
 end
 
--- Why no client can answer `method` for `buf` (nil: in all of Neovim).
+--- Why no client can answer `method` for `buf` (nil: in all of Neovim).
+---@param buf integer|nil
+---@param method string
+---@return string
 function L.no_client(buf, method)
   local where = buf and (' attached to ' .. api.nvim_buf_get_name(buf)) or ' running in Neovim'
   local present = clients_of(buf)
@@ -151,8 +188,11 @@ function L.no_client(buf, method)
     where, method, buf and 'attached' or 'running', names(present))
 end
 
--- The buffer of the first candidate path: a loaded buffer, or the file loaded into a hidden
--- (unlisted) buffer. Returns buf, fresh (loaded just now); or nil, message.
+--- The buffer of the first candidate path: a loaded buffer, or the file loaded into a hidden
+--- (unlisted) buffer. Returns buf, fresh (loaded just now); or nil, message.
+---@param candidates string[]
+---@return integer|nil buf
+---@return boolean|string fresh_or_why
 function L.open(candidates)
   local buf = core.find_buffer(candidates)
   if buf and api.nvim_buf_is_loaded(buf) then return buf, false end
@@ -167,9 +207,15 @@ function L.open(candidates)
   return buf, true
 end
 
--- Call go(clients) once some clients of `buf` can answer `method`: now, or after a language
--- server still starting has attached (up to req.attach_ms), or, for a file just loaded, after
--- one attaches (up to req.fresh_ms). Else answer why not.
+--- Call go(clients) once some clients of `buf` can answer `method`: now, or after a language
+--- server still starting has attached (up to req.attach_ms), or, for a file just loaded, after
+--- one attaches (up to req.fresh_ms). Else answer why not.
+---@param id integer
+---@param buf integer
+---@param fresh boolean
+---@param method string
+---@param req table the call's arguments and limits (tools/_lsp.py)
+---@param go fun(clients: vim.lsp.Client[])
 function L.when_ready(id, buf, fresh, method, req, go)
   local clients = L.ready(buf, method)
   if #clients > 0 then return go(clients) end
@@ -215,9 +261,15 @@ function L.when_ready(id, buf, fresh, method, req, go)
     vim.schedule_wrap(L.guard(id, function() decide(true) end)))
 end
 
--- Send `method` to every client in `clients`; when all have answered, answer the call with
--- convert(answers, read), answers = { {client = c, result = r}, ... } (those without error).
--- Every client failing is an error.
+--- Send `method` to every client in `clients`; when all have answered, answer the call with
+--- convert(answers, read), answers = { {client = c, result = r}, ... } (those without error).
+--- Every client failing is an error.
+---@param id integer
+---@param buf integer|nil
+---@param clients vim.lsp.Client[]
+---@param method string
+---@param params table|fun(client: vim.lsp.Client): table
+---@param convert fun(answers: {client: vim.lsp.Client, result: any}[], read: function): any
 function L.send(id, buf, clients, method, params, convert)
   local p = pending[id]
   if p == nil then return end
@@ -259,8 +311,13 @@ function L.send(id, buf, clients, method, params, convert)
   end
 end
 
--- The whole course of a file request: open, check the position, wait for a server, send.
--- `params(client, buf)` builds each client's parameters.
+--- The whole course of a file request: open, check the position, wait for a server, send.
+--- `params(client, buf)` builds each client's parameters.
+---@param id integer
+---@param req table
+---@param method string
+---@param params fun(client: vim.lsp.Client, buf: integer): table
+---@param convert fun(answers: {client: vim.lsp.Client, result: any}[], read: function): any
 function L.run(id, req, method, params, convert)
   L.begin(id, 'opening ' .. tostring(req.candidates[1]))
   L.guard(id, function()
@@ -280,7 +337,11 @@ function L.run(id, req, method, params, convert)
   end)()
 end
 
--- TextDocumentPositionParams for req.line/req.character (UTF-16) in the client's encoding.
+--- TextDocumentPositionParams for req.line/req.character (UTF-16) in the client's encoding.
+---@param req {line: integer, character: integer}
+---@param client vim.lsp.Client
+---@param buf integer
+---@return table
 function L.position_params(req, client, buf)
   local text = api.nvim_buf_get_lines(buf, req.line, req.line + 1, false)[1] or ''
   local byte = L.byte_of(text, 'utf-16', req.character)
@@ -293,8 +354,12 @@ function L.position_params(req, client, buf)
   }
 end
 
--- Location | Location[] | LocationLink[] answers -> { locations = {{uri, range, text}} },
--- sorted, without duplicates, capped at req.max_locations.
+--- Location | Location[] | LocationLink[] answers -> { locations = {{uri, range, text}} },
+--- sorted, without duplicates, capped at req.max_locations.
+---@param answers {client: vim.lsp.Client, result: any}[]
+---@param read function
+---@param max integer
+---@return table
 function L.locations(answers, read, max)
   local all, seen = {}, {}
   for _, a in ipairs(answers) do
@@ -335,8 +400,13 @@ function L.locations(answers, read, max)
   return answer
 end
 
--- DocumentSymbol[] (a tree) or SymbolInformation[] -> a flat list, capped at `max`.
--- `path`: the document's (nil for workspace symbols, which name their own files).
+--- DocumentSymbol[] (a tree) or SymbolInformation[] -> a flat list, capped at `max`.
+--- `path`: the document's (nil for workspace symbols, which name their own files).
+---@param answers {client: vim.lsp.Client, result: any}[]
+---@param read function
+---@param max integer
+---@param path string|nil
+---@return table
 function L.symbols(answers, read, max, path)
   local out, total = {}, 0
   local function add(entry)

@@ -47,9 +47,16 @@ class MentionsFeature(Feature):
         await super().start(editor, nursery)
 
     def _mention(self, args: list[Any]) -> None:
-        mention, recent = [*args, None, None][:2]
-        if self._nursery is not None and isinstance(mention, dict):
-            buffers = [b for b in recent if isinstance(b, int)] if isinstance(recent, list) else []
-            self.outboxes.send_mention(
-                notification("at_mentioned", self.paths.to_claude_fields(mention)), buffers,
-                self._nursery)
+        # A mention or a list of them; the terminals the user visited; the Claudes' labels.
+        mentions, recent, labels = [*args, None, None, None][:3]
+        if isinstance(mentions, dict):
+            mentions = [mentions]
+        if self._nursery is None or not isinstance(mentions, list):
+            return
+        messages = [notification("at_mentioned", self.paths.to_claude_fields(m))
+                    for m in mentions if isinstance(m, dict)]
+        buffers = [b for b in recent if isinstance(b, int)] if isinstance(recent, list) else []
+        names = {int(b): str(label) for b, label in labels.items() if str(b).isdigit()
+                 } if isinstance(labels, dict) else {}
+        if messages:
+            self.outboxes.send_mention(messages, buffers, self._nursery, names)

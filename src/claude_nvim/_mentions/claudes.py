@@ -2,16 +2,24 @@
 
 A Claude belongs to a Neovim terminal when the pid it sends in ``ide_connected`` is the
 terminal's job pid or a descendant of it (the job may be ``claude-nvim claude``, with claude its
-child). An @-mention goes to exactly one Claude: the one whose terminal the user was in most
-recently; with no such terminal, the most recently connected one. No I/O here but reading a
-process's parent (``/proc`` on Linux, ``ps`` elsewhere), which callers may replace.
+child), and the job still runs. The pid is believed when that process or a descendant holds
+the Claude's end of its connection (:func:`holds_socket`, on Linux); proven false, the Claude
+runs in no terminal. Unproven (elsewhere, or /proc would not say), a Claude claiming the
+terminal of another that is connected gets none: the first keeps it, and the user is told.
+An @-mention goes to exactly one Claude: the one whose terminal the user was in most
+recently; with no such terminal, the most recently connected one. No I/O here but reading
+processes (their parents, their sockets: ``/proc`` on Linux, ``ps`` elsewhere), which callers
+may replace.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import socket
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 ParentOf = Callable[[int], int | None]
@@ -38,6 +46,90 @@ def parent_pid(pid: int) -> int | None:
         return None
 
 
+Address = tuple[str, int]
+HoldsSocket = Callable[[int, Address, Address], "bool | None"]
+"""Whether a process (or a descendant) holds the TCP socket from the first address (the
+client's) to the second (the server's); ``None`` when that cannot be known."""
+
+
+def holds_socket(pid: int, client: Address, server: Address) -> bool | None:
+    """Whether ``pid`` or one of its descendants holds the client's end of the TCP connection
+    ``client`` -> ``server``: on Linux, the socket's inode (``/proc/net/tcp``, ``tcp6``) among
+    their open files (``/proc/<pid>/fd``). ``None`` elsewhere, or when it cannot be known (the
+    connection is gone, a process's files are not ours to read). A few milliseconds: call it
+    from a thread."""
+    if not sys.platform.startswith("linux") or not 0 < pid < 2**22:
+        return None
+    inode = _socket_inode(client, server)
+    if inode is None:
+        return None
+    target = f"socket:[{inode}]"
+    unknown = False
+    for process in _self_and_descendants(pid):
+        try:
+            fds = os.listdir(f"/proc/{process}/fd")
+        except FileNotFoundError:
+            continue  # gone meanwhile
+        except OSError:
+            unknown = True
+            continue
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{process}/fd/{fd}") == target:
+                    return True
+    return None if unknown else False
+
+
+def _socket_inode(client: Address, server: Address) -> int | None:
+    """The inode of the socket bound to ``client`` and connected to ``server``, or None."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table, "rb") as rows:
+                next(rows, None)  # the header
+                for row in rows:
+                    fields = row.split()
+                    if len(fields) > 9 and _address(fields[1]) == client \
+                            and _address(fields[2]) == server:
+                        return int(fields[9]) or None  # 0: a socket being torn down
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def _address(text: bytes) -> Address | None:
+    """An address of /proc/net/tcp{,6} ("0100007F:9C40": 32-bit words in host byte order, the
+    port in hex) as (host, port); an IPv4-mapped IPv6 address as its IPv4 one."""
+    host, _, port = text.partition(b":")
+    try:
+        raw = b"".join(int(host[i:i + 8], 16).to_bytes(4, sys.byteorder)
+                       for i in range(0, len(host), 8))
+        if len(raw) == 16 and raw[:12] == b"\0" * 10 + b"\xff\xff":
+            raw = raw[12:]
+        family = socket.AF_INET if len(raw) == 4 else socket.AF_INET6
+        return socket.inet_ntop(family, raw), int(port, 16)
+    except ValueError:
+        return None
+
+
+def _self_and_descendants(pid: int) -> Iterator[int]:
+    """``pid``, then its descendants (from every process's parent: the kernel may keep no
+    list of children)."""
+    yield pid
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            parent = parent_pid(int(entry))
+            if parent is not None:
+                children.setdefault(parent, []).append(int(entry))
+    seen, queue = {pid}, list(children.get(pid, ()))
+    while queue:
+        process = queue.pop()
+        if process not in seen:
+            seen.add(process)
+            yield process
+            queue += children.get(process, ())
+
+
 @dataclass(frozen=True)
 class Terminal:
     """A Neovim terminal buffer and the pid of the job it runs."""
@@ -56,6 +148,8 @@ class Claude:
     connection_id: int
     pid: int | None = None
     terminal: Terminal | None = None
+    proven: bool | None = None
+    """Whether ``pid`` holds the connection (:func:`holds_socket`); ``None``: unknown."""
 
     def label(self) -> str:
         """How the user knows this Claude: by its terminal (the Neovim plugin's name for it,
@@ -67,7 +161,7 @@ class Claude:
             if name and not name.startswith("term://"):  # Neovim's own: long, with a pid
                 return f"the Claude in {name}"
             return f"the Claude in terminal buffer {self.terminal.buffer}"
-        if self.pid is not None:
+        if self.pid is not None and self.proven is not False:
             return f"the Claude with pid {self.pid}"
         return f"Claude #{self.connection_id}"
 
@@ -77,6 +171,7 @@ class Claudes:
     """The Claudes ready for notifications, in the order they connected."""
 
     parent_of: ParentOf = parent_pid
+    holds: HoldsSocket = holds_socket
     _by_id: dict[int, Claude] = field(default_factory=dict)
 
     def __len__(self) -> int:
@@ -91,6 +186,25 @@ class Claudes:
 
     def get(self, connection_id: int) -> Claude | None:
         return self._by_id.get(connection_id)
+
+    def identify(self, connection_id: int, pid: int | None, terminals: Iterable[Terminal],
+                 client: Address | None = None, server: Address | None = None) -> Claude:
+        """The Claude on connection ``connection_id`` (from ``client`` to ``server``), which
+        says it is ``pid``: its terminal among ``terminals`` (those whose job runs), unless its
+        pid is proven not to hold the connection. Reads processes: call it from a thread."""
+        proven = None
+        if pid is not None and client is not None and server is not None:
+            proven = self.holds(pid, client, server)
+        terminal = self.terminal_of(pid, terminals) if proven is not False else None
+        return Claude(connection_id, pid, terminal, proven)
+
+    def disputed(self, claude: Claude) -> Claude | None:
+        """The connected Claude that keeps the terminal ``claude`` claims without proof, if
+        one runs there: the first keeps it (``claude`` is not added yet)."""
+        if claude.terminal is None or claude.proven:
+            return None
+        return next((c for c in self._by_id.values() if c.terminal is not None
+                     and c.terminal.buffer == claude.terminal.buffer), None)
 
     def terminal_of(self, pid: int | None, terminals: Iterable[Terminal]) -> Terminal | None:
         """The terminal whose job ``pid`` is or descends from (the innermost if nested)."""

@@ -5,7 +5,7 @@ while none listens, kept for a while for the first that comes."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import trio
@@ -36,22 +36,28 @@ class Outboxes:
         """The clients listening now."""
         return len(self.claudes)
 
-    def send_mention(self, message: JSON, recent_terminals: Sequence[int],
-                     nursery: trio.Nursery) -> None:
-        """Send ``message`` to one listening client: the Claude of the terminal the user was
+    def send_mention(self, messages: Sequence[JSON], recent_terminals: Sequence[int],
+                     nursery: trio.Nursery, labels: Mapping[int, str] | None = None) -> None:
+        """Send ``messages`` to one listening client: the Claude of the terminal the user was
         in last (``recent_terminals``: buffer numbers, most recent first), else the latest to
-        connect; with more than one listening, the user is told which got it. With none,
-        queue it for the first that comes, for :attr:`queue_seconds` (the user is told, in a
-        task of ``nursery``)."""
+        connect; with more than one listening, the user is told which got them, by its label
+        in ``labels`` (terminal buffer -> "Claude 2 · fix the parser") if it has one. With
+        none, queue them for the first that comes, for :attr:`queue_seconds` (the user is
+        told, in a task of ``nursery``)."""
         target = self.claudes.mention_target(recent_terminals)
         if target is not None:
-            with contextlib.suppress(trio.WouldBlock):  # a stuck client misses it
-                self._outboxes[target.connection_id].send_nowait(message)
+            for message in messages:
+                with contextlib.suppress(trio.WouldBlock):  # a stuck client misses it
+                    self._outboxes[target.connection_id].send_nowait(message)
             if len(self.claudes) > 1:
-                nursery.start_soon(self._tell, f"sent to {target.label()}", "INFO")
+                terminal = target.terminal.buffer if target.terminal else None
+                label = (labels or {}).get(terminal or 0) or target.label()
+                count = f"{len(messages)} mentions " if len(messages) > 1 else ""
+                nursery.start_soon(self._tell, f"{count}sent to {label}", "INFO")
             return
-        self._queued.append(message)
-        if len(self._queued) == 1:
+        first = not self._queued
+        self._queued.extend(messages)
+        if first and self._queued:
             nursery.start_soon(self._expire)
 
     @contextlib.contextmanager

@@ -4,14 +4,17 @@
 (:class:`Upgrade`) or the HTTP error to answer with (:class:`Refusal`). The request is parsed
 by h11, as strictly as any HTTP/1.1 server would: a missing or repeated Host, a malformed
 header line (a space, a control character or a byte above 0x7F in a name; NUL or a bare CR
-in a value) or a request with a body is refused, never guessed at. The I/O lives in
-:mod:`.websocket`.
+in a value) or a request with a body is refused, never guessed at. Two leniencies of h11's are
+refused too, as RFC 9112 allows (2.2, 5.2): a line ended by a bare LF, and a header line folded
+onto the next (obs-fold); and a Sec-WebSocket-Key that is not the canonical base64 of 16 bytes
+(RFC 6455 4.2.1). The I/O lives in :mod:`.websocket`.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import re
 from dataclasses import dataclass, replace
 
 import h11
@@ -19,6 +22,8 @@ import h11
 ACCEPT_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 MAX_REQUEST_BYTES = 16 * 1024
 """The HTTP upgrade request, headers included."""
+
+_OBS_FOLD = re.compile(rb"\n[ \t]")
 
 _REASONS = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 426: "Upgrade Required",
             431: "Request Header Fields Too Large", 500: "Internal Server Error"}
@@ -56,12 +61,14 @@ class Handshake:
     def __init__(self) -> None:
         self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_REQUEST_BYTES)
         self._received = 0
+        self._raw = bytearray()  # what h11 was given, for the checks it does not make
         self._request: Upgrade | None = None
 
     def receive(self, data: bytes) -> Upgrade | Refusal | None:
         """Take ``data``; the request once it is complete, a refusal, or ``None`` while more
         bytes are needed."""
         self._received += len(data)
+        self._raw += data
         self._h11.receive_data(data)
         try:
             while True:
@@ -74,8 +81,12 @@ class Handshake:
                 elif event is h11.PAUSED:  # the request is complete; h11 waits for our answer
                     assert self._request is not None
                     leftover, _ = self._h11.trailing_data
-                    if self._received - len(leftover) > MAX_REQUEST_BYTES:
+                    head = bytes(self._raw[:self._received - len(leftover)])
+                    if len(head) > MAX_REQUEST_BYTES:
                         return Refusal(431, b"Request header fields too large")
+                    refusal = _check_lines(head)
+                    if refusal is not None:
+                        return refusal
                     return replace(self._request, leftover=leftover)
                 elif event is h11.NEED_DATA:
                     return None
@@ -85,6 +96,16 @@ class Handshake:
             status = exc.error_status_hint
             return Refusal(status, b"Request header fields too large" if status == 431
                            else f"Bad HTTP request: {exc}".encode())
+
+
+def _check_lines(head: bytes) -> Refusal | None:
+    """Refuse what h11 takes but need not (RFC 9112 2.2, 5.2): a bare LF ending a line of the
+    request ``head``, or a folded header line."""
+    if head.count(b"\n") != head.count(b"\r\n"):
+        return Refusal(400, b"Bad HTTP request: every line must end with CRLF")
+    if _OBS_FOLD.search(head):
+        return Refusal(400, b"Bad HTTP request: folded header lines (obs-fold) are not accepted")
+    return None
 
 
 def _check(request: h11.Request) -> Upgrade | Refusal:
@@ -102,9 +123,11 @@ def _check(request: h11.Request) -> Upgrade | Refusal:
         return Refusal(426, b"WebSocket version 13 only", ((b"Sec-WebSocket-Version", b"13"),))
     keys = [v for n, v in headers if n == b"sec-websocket-key"]
     try:
-        valid_key = len(keys) == 1 and len(base64.b64decode(keys[0], validate=True)) == 16
+        nonce = base64.b64decode(keys[0], validate=True) if len(keys) == 1 else b""
     except ValueError:
-        valid_key = False
+        nonce = b""
+    # Canonical: b64decode ignores the unused bits of the last character; RFC 6455 does not.
+    valid_key = len(nonce) == 16 and base64.b64encode(nonce) == keys[0]
     if not valid_key:
         return Refusal(400, b"Missing or invalid Sec-WebSocket-Key")
     subprotocols = [p.decode("latin-1") for n, v in headers if n == b"sec-websocket-protocol"

@@ -160,17 +160,27 @@ class Connection:
         self._writing = False
         self._finished = trio.Event()
 
-    async def send(self, text: str | bytes) -> None:
+    async def send(self, text: str | bytes, *, wait: bool = True) -> None:
         """Queue one text message (as ``bytes``: UTF-8 already); while the peer has a backlog
-        (``HIGH_WATER``), wait for room first.
+        (``HIGH_WATER``), wait for room first, unless ``wait`` is false (the caller waited).
 
         Room is waited for before queueing, not after: a sender whose message is queued is
         done, and does not hold its memory while other messages keep the backlog up.
         Raises :class:`ConnectionClosed` when the connection is over.
         """
-        while self._queued > HIGH_WATER and self.closed is None:
-            await self._written.wait()
+        if wait:
+            await self.room()
         self._queue(frame(TEXT, text if isinstance(text, bytes) else text.encode("utf-8")))
+
+    def has_room(self) -> bool:
+        """Whether :meth:`send` would queue at once: the backlog is under ``HIGH_WATER`` (or
+        the connection is over, and sending fails at once)."""
+        return self._queued <= HIGH_WATER or self.closed is not None
+
+    async def room(self) -> None:
+        """Wait until :meth:`has_room`."""
+        while not self.has_room():
+            await self._written.wait()
 
     async def ping(self) -> None:
         """Send a ping and wait for its pong."""

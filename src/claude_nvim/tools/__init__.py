@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from .._tool import ToolResult, json_result
+from collections.abc import Sequence
+
+from .._tool import JSON, ToolError, ToolResult, json_result
+from ._lsp import ordered
 
 FILE_PATH_INPUT = {
     "type": "object",
@@ -15,3 +18,11 @@ FILE_PATH_INPUT = {
 def not_open(path: str) -> ToolResult:
     """The answer (as VS Code gives it) when the document ``path`` is not open in Neovim."""
     return json_result({"success": False, "message": f"Document not open: {path}"})
+
+
+def lua_answer(answer: JSON, order: Sequence[str]) -> ToolResult:
+    """A tool's Lua answer as its result: ``{"error": why}`` fails the call with ``why``,
+    anything else is sent as JSON, every object's keys in ``order`` (Lua tables have none)."""
+    if "error" in answer:
+        raise ToolError(answer["error"])
+    return json_result(ordered(answer, order))

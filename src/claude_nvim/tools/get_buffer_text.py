@@ -2,52 +2,39 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import partial
 
 from .._nvim.lua import read_lua
-from .._tool import JSON, MODEL, Register, Tool, ToolContext, ToolError, ToolResult, json_result
+from .._tool import JSON, MODEL, Register, Tool, ToolContext, ToolError, ToolResult
 from ..hookspecs import hookimpl
-from ._lsp import MAX_INDEX, ordered
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What one call answers at most (``make_tool(Limits(max_lines=3))``: a smaller tool)."""
-
-    max_lines: int = 2000
-    max_bytes: int = 100_000
-
-
-DEFAULT_LIMITS = Limits()
+from . import lua_answer
+from ._lsp import MAX_INDEX
 
 LUA = read_lua(__package__, "get_buffer_text.lua")
+ORDER = ("uri", "startLine", "endLine", "totalLines", "isDirty", "truncated", "text")
 
 
-async def get_buffer_text(ctx: ToolContext, args: JSON,
-                          limits: Limits = DEFAULT_LIMITS) -> ToolResult:
+async def get_buffer_text(ctx: ToolContext, args: JSON, *, max_lines: int,
+                          max_bytes: int) -> ToolResult:
     path = args["filePath"]
     if not path.strip():
         raise ToolError("Invalid arguments: 'filePath' must not be empty")
     request = {k: args[k] for k in ("startLine", "endLine") if k in args}
     answer = await ctx.call_lua("read", ctx.paths.candidates(path),
-                                {**request, "max_lines": limits.max_lines,
-                                 "max_bytes": limits.max_bytes})
-    if "error" in answer:
-        raise ToolError(answer["error"])
-    order = ("uri", "startLine", "endLine", "totalLines", "isDirty", "truncated", "text")
-    return json_result(ordered(ctx.paths.to_claude_fields(answer), order))
+                                {**request, "max_lines": max_lines, "max_bytes": max_bytes})
+    return lua_answer(ctx.paths.to_claude_fields(answer), ORDER)
 
 
-def make_tool(limits: Limits = DEFAULT_LIMITS) -> Tool:
-    """The tool, answering within ``limits``."""
+def make_tool(*, max_lines: int = 2000, max_bytes: int = 100_000) -> Tool:
+    """The tool, answering at most ``max_lines`` lines and ``max_bytes`` bytes a call (a
+    smaller one for tests: ``make_tool(max_lines=3)``)."""
     return Tool(
         name="getBufferText",
         description=(
             "Read the current text of a file open in Neovim, including unsaved changes, or of "
             "its lines startLine..endLine (0-based, inclusive). Answers "
             '{"uri","text","startLine","endLine","totalLines","isDirty"}; lines are joined with '
-            f"\\n. At most {limits.max_lines} lines and {limits.max_bytes} bytes per call: then "
+            f"\\n. At most {max_lines} lines and {max_bytes} bytes per call: then "
             '"truncated":true, and endLine says where it stopped; read on from there. '
             "A file not open in Neovim is an error (read it from disk instead)."
         ),
@@ -67,7 +54,7 @@ def make_tool(limits: Limits = DEFAULT_LIMITS) -> Tool:
             },
             "required": ["filePath"],
         },
-        handler=partial(get_buffer_text, limits=limits),
+        handler=partial(get_buffer_text, max_lines=max_lines, max_bytes=max_bytes),
         exposure=MODEL,
         annotations={"title": "Get buffer text", "readOnlyHint": True, "openWorldHint": False},
         lua=LUA,

@@ -7,23 +7,10 @@ local TYPES = { E = 'Error', W = 'Warning', I = 'Info', N = 'Note', H = 'Hint' }
 
 local cut = core.cut
 
--- The window whose location list the user means: the current one if it is an editor (not
--- Claude's terminal), else the previous window, else the first editor window of the tab.
-local function editor_window()
-  local current = api.nvim_get_current_win()
-  if core.is_editor(current) then return current end
-  local previous = vim.fn.win_getid(vim.fn.winnr('#'))
-  if previous ~= 0 and core.is_editor(previous) then return previous end
-  for _, win in ipairs(api.nvim_tabpage_list_wins(0)) do
-    if core.is_editor(win) then return win end
-  end
-  return nil
-end
-
 function M.get(which, max_items, max_text)
   local get = vim.fn.getqflist
   if which == 'location' then
-    local win = editor_window()
+    local win = core.editor_window()  -- the user's, from Claude's terminal too
     if win == nil then
       return { error = 'No editor window: a location list belongs to a window' }
     end

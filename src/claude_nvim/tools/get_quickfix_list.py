@@ -2,41 +2,27 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import partial
 
 from .._nvim.lua import read_lua
-from .._tool import JSON, MODEL, Register, Tool, ToolContext, ToolError, ToolResult, json_result
+from .._tool import JSON, MODEL, Register, Tool, ToolContext, ToolResult
 from ..hookspecs import hookimpl
-from ._lsp import ordered
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What one call answers at most (``make_tool(Limits(max_items=2))``: a smaller tool)."""
-
-    max_items: int = 200
-    max_text_bytes: int = 500
-
-
-DEFAULT_LIMITS = Limits()
+from . import lua_answer
 
 LUA = read_lua(__package__, "get_quickfix_list.lua")
+ORDER = ("list", "title", "current", "truncated", "total", "items", "uri", "line", "character",
+         "endLine", "endCharacter", "type", "valid", "text")
 
 
-async def get_quickfix_list(ctx: ToolContext, args: JSON,
-                            limits: Limits = DEFAULT_LIMITS) -> ToolResult:
-    which = args.get("list", "quickfix")
-    answer = await ctx.call_lua("get", which, limits.max_items, limits.max_text_bytes)
-    if "error" in answer:
-        raise ToolError(answer["error"])
-    order = ("list", "title", "current", "truncated", "total", "items", "uri", "line",
-             "character", "endLine", "endCharacter", "type", "valid", "text")
-    return json_result(ordered(ctx.paths.to_claude_fields(answer), order))
+async def get_quickfix_list(ctx: ToolContext, args: JSON, *, max_items: int,
+                            max_text_bytes: int) -> ToolResult:
+    answer = await ctx.call_lua("get", args.get("list", "quickfix"), max_items, max_text_bytes)
+    return lua_answer(ctx.paths.to_claude_fields(answer), ORDER)
 
 
-def make_tool(limits: Limits = DEFAULT_LIMITS) -> Tool:
-    """The tool, answering within ``limits``."""
+def make_tool(*, max_items: int = 200, max_text_bytes: int = 500) -> Tool:
+    """The tool, answering at most ``max_items`` items of ``max_text_bytes`` bytes of text each
+    (a smaller one for tests: ``make_tool(max_items=2)``)."""
     return Tool(
         name="getQuickfixList",
         description=(
@@ -46,7 +32,7 @@ def make_tool(limits: Limits = DEFAULT_LIMITS) -> Tool:
             '"text","type"?,"valid"?}],"current"?}: 0-based lines, UTF-16 characters, '
             '"valid":false for lines Neovim could not parse, "current" the selected entry\'s '
             'index. '
-            f'At most {limits.max_items} items (then "truncated":true and "total").'
+            f'At most {max_items} items (then "truncated":true and "total").'
         ),
         input_schema={
             "type": "object",
@@ -58,7 +44,7 @@ def make_tool(limits: Limits = DEFAULT_LIMITS) -> Tool:
                 }
             },
         },
-        handler=partial(get_quickfix_list, limits=limits),
+        handler=partial(get_quickfix_list, max_items=max_items, max_text_bytes=max_text_bytes),
         exposure=MODEL,
         annotations={"title": "Get quickfix list", "readOnlyHint": True, "openWorldHint": False},
         lua=LUA,

@@ -20,7 +20,7 @@ async def open_diff(ctx: ToolContext, args: JSON) -> ToolResult:
         refusal = await ctx.editor.call_lua(DIFFS, "open", diff.id,
                                             ctx.paths.candidates(args["new_file_path"]),
                                             split_lines(contents), tab_name,
-                                            ctx.connection.label)
+                                            ctx.connection.label, ctx.connection.terminal)
         if refusal:
             raise ToolError(refusal)
         await diff.done.wait()  # no timeout: only the user, the CLI or a disconnect end it

@@ -1,0 +1,266 @@
+-- What the user sees of the Claude terminals: their names, the Claude window's bar, the picker.
+--
+-- A Claude is named by its number and what it works on: the user's name for it
+-- (:ClaudeNvimRename), else the title claude gives its terminal (OSC 0, `b:term_title`: a
+-- status sign, ✳ idle or a spinner while working, then the /rename name or the topic of the
+-- conversation). Its label, "Claude 2 · fix the parser", is its terminal's name (tab labels
+-- read it) and `b:claude_nvim_label` (the server's messages and the diff bar read that).
+local api = vim.api
+local M = {}
+
+local function terminal() return require('claude_nvim.terminal') end
+
+local NAME_CELLS = 40
+local DEFAULT_TITLE = 'Claude Code'  -- claude's title before a conversation has a topic
+
+-- `s` cut to `width` cells, '…' included.
+local function fit(s, width)
+  if vim.fn.strdisplaywidth(s) <= width then return s end
+  local chars = vim.fn.strchars(s)
+  while chars > 0 and vim.fn.strdisplaywidth(vim.fn.strcharpart(s, 0, chars)) > width - 1 do
+    chars = chars - 1
+  end
+  return vim.fn.strcharpart(s, 0, chars) .. '…'
+end
+
+-- What claude's title says it works on, or nil: its title is a status sign (one non-ASCII
+-- character), a space, the name. Anything else (the terminal's own title before claude sets
+-- one) is not a name; nor is claude's default.
+function M.title_name(title)
+  if type(title) ~= 'string' then return nil end
+  local name = title:match('^[\194-\244][\128-\191]* (.+)$')
+  name = name and vim.trim((name:gsub('%c', ' ')))
+  if name == nil or name == '' or name == DEFAULT_TITLE then return nil end
+  return fit(name, NAME_CELLS)
+end
+
+-- The label of `claude` (a running one of claude_nvim.terminal): "Claude 2 · fix the parser".
+function M.label(claude)
+  local buf = claude.buf
+  local name = api.nvim_buf_is_valid(buf) and (vim.b[buf].claude_nvim_name
+    or M.title_name(vim.b[buf].term_title))
+  return 'Claude ' .. claude.n .. (name and (' · ' .. name) or '')
+end
+
+-- What claude-nvim's server says of the Claude in terminal `buf` (its hooks: state, since),
+-- or nil (none connected there, or one started without claude-nvim's hooks).
+function M.server_entry(buf)
+  local server = vim.g.claude_nvim_server
+  local claudes = type(server) == 'table' and server.claudes
+  if type(claudes) ~= 'table' then return nil end
+  for _, entry in ipairs(claudes) do
+    if type(entry) == 'table' and entry.terminal == buf then return entry end
+  end
+  return nil
+end
+
+-- The state of the Claude in `buf` ('working', 'waiting', 'done'), or nil when unknown.
+function M.state(buf)
+  local entry = M.server_entry(buf)
+  local state = entry and entry.state
+  return type(state) == 'string' and state ~= 'unknown' and state or nil
+end
+
+-- The name of a Claude the server knows (`entry`, of vim.g.claude_nvim_server.claudes): its
+-- terminal's label, else the server's ("the Claude with pid 4242").
+function M.entry_label(entry)
+  local buf = entry.terminal
+  if type(buf) == 'number' and api.nvim_buf_is_valid(buf) then
+    local n = vim.b[buf].claude_nvim_terminal
+    local label = vim.b[buf].claude_nvim_label or (n and ('Claude ' .. n))
+    if label then return label end
+  end
+  return type(entry.label) == 'string' and entry.label or 'Claude'
+end
+
+-- For statuslines (claude_nvim.status()): what the Claudes (`entries`, `count` of them) are
+-- doing that the user may want to know: "waiting" (one Claude), "Claude 2 waiting · 1
+-- working" (several); nil when nothing is known.
+function M.states(entries, count)
+  local waiting, working = {}, 0
+  for _, entry in ipairs(type(entries) == 'table' and entries or {}) do
+    if entry.state == 'waiting' then
+      waiting[#waiting + 1] = count > 1 and (M.entry_label(entry):gsub(' · .*', '') .. ' waiting')
+        or 'waiting'
+    elseif entry.state == 'working' then
+      working = working + 1
+    end
+  end
+  if working > 0 then waiting[#waiting + 1] = count > 1 and (working .. ' working') or 'working' end
+  return #waiting > 0 and table.concat(waiting, ' · ') or nil
+end
+
+-- Whether Neovim has the focus (FocusGained / FocusLost, where the terminal reports them).
+local focused = true
+function M.focus(has) focused = has end
+
+-- Whether the terminal of `entry`'s Claude shows in a window of this tab.
+local function in_view(entry)
+  local buf = entry.terminal
+  if type(buf) ~= 'number' or not api.nvim_buf_is_valid(buf) then return false end
+  for _, win in ipairs(vim.fn.win_findbuf(buf)) do
+    if api.nvim_win_get_tabpage(win) == api.nvim_get_current_tabpage() then return true end
+  end
+  return false
+end
+
+-- Tell the user `msg`: through vim.notify when a plugin replaced it (its popups), else in one
+-- line that never holds Neovim at a hit-enter prompt.
+local function notify(msg)
+  local source = debug.getinfo(vim.notify, 'S').source
+  if source:find('vim/_editor.lua', 1, true) then return require('claude_nvim').tell(msg) end
+  vim.notify(msg, vim.log.levels.INFO, { title = 'claude-nvim' })
+end
+
+-- Ring the outer terminal's bell: Neovim's own beep, sent to its UIs (whatever 'belloff' says;
+-- 'visualbell' makes it a flash), from any mode.
+local function bell()
+  local belloff = vim.o.belloff
+  vim.o.belloff = ''
+  local scratch = api.nvim_create_buf(false, true)
+  pcall(api.nvim_buf_call, scratch, function() vim.cmd('silent undo') end)  -- nothing to undo
+  api.nvim_buf_delete(scratch, { force = true })
+  vim.o.belloff = belloff
+end
+
+local TOLD = { waiting = 'is waiting for you', done = 'is done' }
+
+--- A Claude's state changed (User ClaudeNvimWorking, ClaudeNvimWaiting, ClaudeNvimDone; its
+--- entry): the bars show it; waiting or done, the user is told once if they cannot see that
+--- Claude (its window hidden in this tab, or Neovim without the focus), and with opts.bell
+--- the terminal's bell rings.
+function M.changed(entry)
+  M.redraw()
+  local told = type(entry) == 'table' and TOLD[entry.state]
+  local opts = require('claude_nvim').config
+  if not told or opts.notify == false or (focused and in_view(entry)) then return end
+  notify((M.entry_label(entry):gsub('^%l', string.upper)) .. ' ' .. told)
+  if opts.bell then bell() end
+end
+
+-- A duration in seconds, short: "40 s", "12 min", "3 h".
+local function ago(seconds)
+  seconds = math.max(0, seconds)
+  if seconds < 60 then return ('%d s'):format(seconds) end
+  if seconds < 3600 then return ('%d min'):format(seconds / 60) end
+  return ('%d h'):format(seconds / 3600)
+end
+
+-- Bring every running Claude's label up to date: its buffer's name and b:claude_nvim_label,
+-- and the bars and tab labels that show them. Cheap: a few buffer variables read.
+function M.refresh()
+  local changed = false
+  for _, claude in ipairs(terminal().list()) do
+    local label = M.label(claude)
+    -- (Not before claude runs there: starting it names the buffer.)
+    if claude.job and label ~= vim.b[claude.buf].claude_nvim_label then
+      vim.b[claude.buf].claude_nvim_label = label
+      terminal().set_name(claude.buf, label)
+      changed = true
+    end
+  end
+  if changed then M.redraw() end
+end
+
+function M.redraw()
+  vim.cmd('redrawstatus! | redrawtabline')
+end
+
+-- claude changes its title without an event Neovim reports (before 0.12): the labels are
+-- brought up to date every second while a Claude runs, and the timer stops with the last one.
+local timer = nil
+
+function M.watch()
+  if timer then return end
+  timer = (vim.uv or vim.loop).new_timer()
+  timer:start(0, 1000, vim.schedule_wrap(function()
+    if #terminal().list() == 0 then
+      if timer then timer:close() end
+      timer = nil
+      return
+    end
+    M.refresh()
+  end))
+end
+
+-- The Claude window's bar: the Claudes, the one shown in this window marked, each a click
+-- away; their states where known. Evaluated as Neovim draws the window ('winbar' %!).
+local CLICK = "%%%d@v:lua.require'claude_nvim.claudes'.click@"
+
+local function escape(s) return (s:gsub('%%', '%%%%')) end
+
+function M.bar()
+  local ok, text = pcall(function()
+    local win = vim.g.statusline_winid or api.nvim_get_current_win()
+    local shown = api.nvim_win_is_valid(win) and api.nvim_win_get_buf(win)
+    local all = terminal().list()
+    local width = api.nvim_win_is_valid(win) and api.nvim_win_get_width(win) or 80
+    local items = {}
+    for _, claude in ipairs(all) do
+      local state = M.state(claude.buf)
+      local here = claude.buf == shown
+      local label = vim.b[claude.buf].claude_nvim_label or M.label(claude)
+      items[#items + 1] = { n = claude.n, here = here, state = state,
+        text = here and label or (label:gsub('^Claude ', '')) }
+    end
+    -- Too wide: the others lose their names, then this one's name is cut.
+    local function total()
+      local cells = 0
+      for _, item in ipairs(items) do
+        local state = item.state and #item.state + 3 or 0
+        cells = cells + vim.fn.strdisplaywidth(item.text) + state + 3
+      end
+      return cells
+    end
+    for _, item in ipairs(items) do
+      if total() > width and not item.here then item.text = tostring(item.n) end
+    end
+    for _, item in ipairs(items) do
+      if total() > width and item.here then
+        local room = vim.fn.strdisplaywidth(item.text) - (total() - width)
+        item.text = fit(item.text, math.max(8, room))
+      end
+    end
+    local parts = {}
+    for _, item in ipairs(items) do
+      local hl = item.here and '%#TabLineSel#' or '%#TabLine#'
+      local state = item.state and (' · ' .. item.state) or ''
+      parts[#parts + 1] = CLICK:format(item.n) .. hl .. ' ' .. (item.here and '▸' or '') ..
+        escape(item.text) .. state .. ' %X'
+    end
+    return table.concat(parts, '%#TabLineFill# ') .. '%#TabLineFill#'
+  end)
+  return ok and text or ''
+end
+
+--- A click on the bar: Claude `n` in the Claude window.
+function M.click(n)
+  vim.schedule(function() terminal().switch(n) end)
+end
+
+--- The picker of :ClaudeNvimSwitch: the running Claudes (vim.ui.select, so pickers that
+--- replace it show it their way), each with its state and age; the chosen one is shown.
+function M.pick()
+  local now = os.time()
+  local items = vim.tbl_map(function(claude)
+    local entry = M.server_entry(claude.buf)
+    local state = M.state(claude.buf)
+    local since = entry and tonumber(entry.since)
+    return { n = claude.n, label = vim.b[claude.buf].claude_nvim_label or M.label(claude),
+             state = state and (state .. (since and (' ' .. ago(now - since)) or '')),
+             age = ago(now - claude.started), current = claude.current }
+  end, terminal().list())
+  vim.ui.select(items, {
+    prompt = 'Claude',
+    kind = 'claude_nvim',
+    format_item = function(item)
+      return table.concat(vim.tbl_filter(function(s) return s ~= nil end, {
+        (item.current and '▸ ' or '  ') .. item.label, item.state, 'started ' .. item.age .. ' ago',
+      }), ' · ')
+    end,
+  }, function(choice)
+    if choice then terminal().switch(choice.n) end
+  end)
+end
+
+return M

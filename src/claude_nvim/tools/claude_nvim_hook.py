@@ -1,0 +1,37 @@
+"""claude_nvim_hook: the Claude Code hooks claude-nvim gives the claudes it starts (hidden, IDE
+only). Each arrives on the IDE connection of the claude it comes from: its state changes, and
+the review keeps what a file tool is about to change (``_hooks``)."""
+
+from __future__ import annotations
+
+from .._hooks import TOOL as NAME
+from .._hooks import HookEvent
+from .._tool import IDE, JSON, Register, Tool, ToolContext, ToolResult, text_result
+from ..hookspecs import hookimpl
+
+
+async def claude_nvim_hook(ctx: ToolContext, args: JSON) -> ToolResult:
+    await ctx.hooks.receive(ctx.connection.id, HookEvent.from_arguments(args))
+    # claude reads a hook's text as its output: an empty JSON object asks for nothing (plain
+    # text would be context added to the prompt, for UserPromptSubmit).
+    return text_result("{}")
+
+
+TEXT = {"type": "string"}
+TOOL = Tool(
+    name=NAME,
+    description=None,  # claude's hooks call it; the model never sees it
+    input_schema={
+        "type": "object",
+        "properties": {"event": TEXT, "session": TEXT, "tool": TEXT, "file": TEXT,
+                       "notebook": TEXT, "tool_use": TEXT, "prompt": TEXT, "type": TEXT},
+        "required": ["event"],
+    },
+    handler=claude_nvim_hook,
+    exposure=IDE,
+)
+
+
+@hookimpl
+def claude_nvim_register_tools(register: Register) -> None:
+    register(TOOL)

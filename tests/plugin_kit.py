@@ -1,0 +1,178 @@
+"""The plugin's test kit: a stand-in `claude` on PATH that connects like the CLI does (no real
+claude needed), and a plugin Neovim with a UI attached, the user's side. A pytest plugin of
+this suite (conftest.py): its fixtures are every test file's."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+
+from claude_nvim._nvim.headless import headless_nvim
+from claude_nvim.testing import attached_editor
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# A stand-in for `claude`: connects to the server named by its environment (as claude does),
+# records its pid (each one's: started.jsonl) and every @-mention it gets (each one's:
+# mentions-PID.jsonl), sets its terminal's title as claude does (OSC 0: "✳ Claude Code"), and
+# does what is typed into it: "title TEXT" sets the title; "prompt TEXT", "permission" (a
+# permission dialog and its notification), "write PATH OLD NEW" (a file tool's edit) and "stop"
+# run the hooks of its --settings as claude does (helpers.HookedClaude); "edit TEXT" runs its
+# editor as claude's Ctrl+G does ($VISUAL split on spaces, +1 for nvim, on its terminal: what
+# came back in edited.json); "hand over PATH" opens one more connection and hands it to the
+# test listening on PATH (helpers.handed_over): the test speaks through it as this Claude;
+# "exit" ends it.
+# The tab line as the screen shows it (a UI attached).
+TABLINE = """vim.cmd('redraw')
+local row = {}
+for col = 1, vim.o.columns do row[#row + 1] = vim.fn.screenstring(1, col) end
+return table.concat(row)"""
+
+FAKE_CLAUDE = """\
+#!{python}
+import json, os, pathlib, queue, subprocess, sys, threading, trio
+sys.path.insert(0, {tests!r})
+from claude_nvim.testing import mcp_client
+from helpers import HookedClaude, hand_over
+out = {out!r}
+with open(out + "/started.json", "w") as f:
+    json.dump({{"pid": os.getpid(), "argv": sys.argv[1:]}}, f)
+with open(out + "/started.jsonl", "a") as f:
+    f.write(json.dumps({{"pid": os.getpid(), "argv": sys.argv[1:]}}) + "\\n")
+def title(text):
+    sys.stdout.write("\\x1b]0;" + text + "\\x07")
+    sys.stdout.flush()
+title("\\u2733 Claude Code")
+def edit(text):
+    prompt = os.path.join(out, "claude-prompt-%d.md" % os.getpid())
+    with open(prompt, "w") as f:
+        f.write(text)
+    argv = os.environ.get("VISUAL", "vi").split(" ")
+    if os.path.basename(argv[0]) in ("vi", "vim", "nvim"):
+        argv.append("+1")
+    code = subprocess.run(argv + [prompt]).returncode
+    with open(prompt) as f, open(out + "/edited.json", "w") as result:
+        json.dump({{"code": code, "text": f.read()}}, result)
+lines = queue.Queue()
+kept = []
+def typed():
+    for line in sys.stdin:
+        if line.strip() == "exit":
+            os._exit(0)
+        elif line.startswith("hand over "):
+            port = int(os.environ["CLAUDE_CODE_SSE_PORT"])
+            kept.append(hand_over(port, line[len("hand over "):].strip()))
+        elif line.startswith("title "):
+            title(line[6:].strip())
+        elif line.startswith("edit "):
+            edit(line[5:].strip())
+        else:
+            lines.put(line.strip())
+threading.Thread(target=typed, daemon=True).start()
+async def hooks(client):
+    settings = json.loads(sys.argv[sys.argv.index("--settings") + 1])
+    claude = HookedClaude(client, settings, os.getcwd())
+    while True:
+        line = await trio.to_thread.run_sync(lines.get, abandon_on_cancel=True)
+        if line.startswith("prompt "):
+            await claude.prompt(line[7:])
+        elif line.startswith("write "):  # write PATH OLD NEW: a file tool's edit
+            path, old, new = line[6:].split(" ")
+            await claude.edit(pathlib.Path(path), old, new)
+        elif line == "permission":
+            await claude.ask_permission("Bash", {{"command": "make", "description": "build"}})
+            await claude.notify("permission_prompt")
+        elif line == "stop":
+            await claude.stop()
+async def main():
+    port = os.environ["CLAUDE_CODE_SSE_PORT"]
+    lock = os.path.join(os.environ["CLAUDE_CONFIG_DIR"], "ide", port + ".lock")
+    token = json.load(open(lock))["authToken"]
+    async with mcp_client(int(port), token, pid=os.getpid()) as client, \\
+            trio.open_nursery() as nursery:
+        nursery.start_soon(hooks, client)
+        seen = 0
+        while True:
+            note = await client.next_notification("at_mentioned", after=seen, timeout=3600)
+            seen = next(i for i, n in enumerate(client.notifications) if n is note) + 1
+            for name in ("/mentions.jsonl", "/mentions-%d.jsonl" % os.getpid()):
+                with open(out + name, "a") as f:
+                    f.write(json.dumps(note["params"]) + "\\n")
+trio.run(main)
+"""
+
+
+@pytest.fixture
+def claude_dir(tmp_path, monkeypatch) -> Path:
+    """A directory with the stand-in `claude`, put first on PATH (for Neovims started after)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "claude"
+    script.write_text(FAKE_CLAUDE.format(python=sys.executable, out=str(tmp_path),
+                                         tests=str(ROOT / "tests")))
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "cfg"))
+    for name in ("NVIM", "CLAUDE_CODE_SSE_PORT", "CLAUDE_NVIM_CLAUDE"):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path
+
+
+def plugin_args(**opts) -> tuple[str, ...]:
+    """Neovim's arguments: no user config, this checkout as a plugin, set up with ``opts``
+    (and the claude-nvim of this Python, whatever is on PATH)."""
+    opts = {"cmd": [sys.executable, "-m", "claude_nvim"], **opts}
+    return ("--clean", "--cmd", "let g:loaded_python3_provider = 0",
+            "--cmd", f"set runtimepath^={ROOT}",
+            "--cmd", f"lua require('claude_nvim').setup(vim.json.decode([[{json.dumps(opts)}]]))")
+
+
+@contextlib.asynccontextmanager
+async def plugin_user(cwd: Path, **opts):
+    """A plugin Neovim (set up with ``opts``) with an 120x40 UI attached: the user's side."""
+    with headless_nvim(cwd=cwd, args=plugin_args(**opts)) as (address, _process):
+        async with attached_editor(address) as nvim:
+            await nvim.request("nvim_ui_attach", 120, 40, {"ext_linegrid": True})
+            nvim.address = address
+            yield nvim
+
+
+@pytest.fixture
+async def user(claude_dir):
+    """A plugin Neovim with an 120x40 UI attached: the user's side."""
+    async with plugin_user(claude_dir) as nvim:
+        yield nvim
+
+
+async def claude_started(tmp_path: Path) -> dict:
+    with trio.fail_after(20):
+        while not (tmp_path / "started.json").exists():
+            await trio.sleep(0.05)
+        while True:
+            try:
+                return json.loads((tmp_path / "started.json").read_text())
+            except json.JSONDecodeError:
+                await trio.sleep(0.05)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def claudes_started(tmp_path: Path, count: int) -> list[dict]:
+    """The first ``count`` stand-ins started, once they all have."""
+    path = tmp_path / "started.jsonl"
+    with trio.fail_after(20):
+        while len(lines := path.read_text().splitlines() if path.exists() else []) < count:
+            await trio.sleep(0.05)
+    return [json.loads(line) for line in lines]
