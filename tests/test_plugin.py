@@ -196,7 +196,7 @@ async def test_several_claudes_take_turns_in_the_claude_window(user, claude_dir)
     await user.request("nvim_command", "ClaudeNvimAdd a.py")
     mentions = claude_dir / "mentions.jsonl"
     with trio.fail_after(10):
-        while not mentions.exists():
+        while not (mentions.exists() and mentions.read_text().endswith("\n")):  # written whole
             await trio.sleep(0.05)
     assert json.loads(mentions.read_text())["filePath"] == str(claude_dir / "a.py")
     await user.request("nvim_command", "ClaudeNvim")
