@@ -6,10 +6,13 @@ real Neovim with a UI."""
 from __future__ import annotations
 
 import os
+import shutil
 
 import pytest
 import trio
 
+from claude_nvim._paths import PathMap
+from claude_nvim.testing import mcp_client, running_app
 from helpers import HookedClaude, edit, eventually, published_settings
 
 MINUS = "\N{MINUS SIGN}"  # the window bars and the quickfix list count "+12 \N{MINUS SIGN}3"
@@ -316,3 +319,44 @@ async def test_the_review_takes_the_diff_layout(claude, ui, tmp_path, layout):
     await ui.request("nvim_command", "tabclose")  # the marks go with the review
     await eventually(ui, "return #vim.api.nvim_buf_get_extmarks(vim.fn.bufnr(...), vim.api."
                          "nvim_get_namespaces().claude_nvim_inline, 0, -1, {}) == 0", str(path))
+
+
+@pytest.fixture
+async def claude_elsewhere(nvim_address, tmp_path):
+    """A stand-in claude whose paths are not Neovim's: it works in ``there``, which Neovim knows
+    as ``here`` (``serve --path-map there=here``). Two copies that the test keeps the same stand
+    in for one mount (a symlink would not do: Neovim finds a buffer by its file's inode)."""
+    here, there = tmp_path / "here", tmp_path / "there"
+    here.mkdir()
+    there.mkdir()
+    async with running_app(nvim_address, lock_directory=tmp_path / "ide",
+                           paths=PathMap([(str(there), str(here))])) as app, \
+            mcp_client(app.port, app.token) as client:
+        with trio.fail_after(5):
+            while not app.hooks.entries():
+                await trio.sleep(0.02)
+        yield HookedClaude(client, published_settings(app.claude_args), there), here, there
+
+
+async def test_a_claude_elsewhere_has_its_turn_reviewed_in_neovims_paths(claude_elsewhere, ui):
+    claude, here, there = claude_elsewhere
+    for side in (here, there):
+        (side / "a.py").write_text("one\ntwo\nthree\n")
+    buf = await edit(ui, here / "a.py")
+    await claude.prompt("Make two a number.")
+    await claude.edit(there / "a.py", "two", "2")
+    shutil.copy(there / "a.py", here / "a.py")  # what the mount shows Neovim
+    await claude.stop()
+    await eventually(ui, "return vim.api.nvim_buf_get_lines(..., 1, 2, false)[1] == '2'", buf)
+    # Neovim's buffer of the file is marked, and the review names it by Neovim's path.
+    assert await eventually(ui, f"local s = (function(...) {SIGNS} end)(...); "
+                                "return #s > 0 and s", buf) == [[2, "~"]]
+    shown = await review(ui)
+    assert shown["items"] == [{"file": str(here / "a.py"), "lnum": 2,
+                               "text": f"+1 {MINUS}1  2"}]
+    assert [w["name"] for w in shown["wins"]][1] == str(here / "a.py")
+    await ui.request("nvim_command", "tabclose")
+    await ui.exec_lua("vim.api.nvim_win_set_cursor(0, {2, 0})")
+    await ui.request("nvim_command", "ClaudeNvimRevert")
+    await eventually(ui, "return vim.api.nvim_buf_get_lines(..., 1, 2, false)[1] == 'two'", buf)
+    assert (here / "a.py").read_text() == "one\ntwo\nthree\n"

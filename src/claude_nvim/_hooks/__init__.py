@@ -84,8 +84,8 @@ class HookEvent:
     tool: str = ""
     path: str = ""
     """The file a file tool writes (Write/Edit's ``file_path``, NotebookEdit's
-    ``notebook_path``), as claude names it. Paths from claude are read here only, in one place
-    (:meth:`from_arguments`): a path map for a claude elsewhere goes there."""
+    ``notebook_path``), as claude names it: on Claude's host, where the server reads it. Who
+    shows it in Neovim maps it there (``paths.to_neovim``, as the review does)."""
     tool_use: str = ""
     prompt: str = ""
     notification: str = ""

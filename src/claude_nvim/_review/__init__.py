@@ -8,6 +8,9 @@ to a loaded buffer's file (Bash's ``sed``, a formatter, a claude without hooks) 
 bufsync, which sends the buffer's text before it reloads it, while a Claude works or a Claude
 without hooks is connected (``review.lua`` decides, from ``vim.g.claude_nvim_server.claudes``).
 :mod:`.turns` keeps the texts within its budget.
+
+The server reads files on Claude's host: the turns keep Claude's paths, and a path crosses
+``self.paths`` to and from Neovim (a Claude on another host, ``serve --path-map``).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import trio
 from .._feature import JSON, Feature, NotificationHandler
 from .._nvim.editor import Editor
 from .._nvim.lua import shared_module
+from .._paths import PathMap
 from . import disk
 from .turns import QUIET_SECONDS, Turn, Turns
 
@@ -139,11 +143,11 @@ class ReviewFeature(Feature):
         editor = self._editor
         if editor is None or turn.number is None:
             return
-        paths = [c.path for c in turn.files.values()]
+        paths = {self.paths.to_neovim(c.path): c for c in turn.files.values()}
         try:
-            loaded = await editor.call_lua(MODULE, "recorded", turn.summary(), paths)
-            befores = {c.path: c.before or b"" for c in turn.files.values()
-                       if c.path in (loaded or [])}
+            loaded = await editor.call_lua(MODULE, "recorded", turn.summary(), list(paths))
+            befores = {path: c.before or b"" for path, c in paths.items()
+                       if path in (loaded or [])}
             if befores:
                 await editor.call_lua(MODULE, "mark", turn.number, befores)
         except Exception as exc:  # Neovim busy or gone: no signs, nothing else lost
@@ -157,7 +161,7 @@ class ReviewFeature(Feature):
                 or self._nursery is None:
             return
         data = before.encode("utf-8", "surrogateescape") if isinstance(before, str) else before
-        self._nursery.start_soon(self._changed_on_disk, path, data)
+        self._nursery.start_soon(self._changed_on_disk, self.paths.to_claude(path), data)
 
     async def _changed_on_disk(self, path: str, before: bytes) -> None:
         key, now = disk.key(path), time.time()
@@ -219,24 +223,26 @@ class ReviewFeature(Feature):
             for key, change in list(turn.files.items()):  # as far as it got
                 after, ok = await self._read(change.path)
                 self.turns.written(turn, key, after if ok else None)
-        await editor.call_lua(MODULE, "show", payload(self._label(turn)))
+        await editor.call_lua(MODULE, "show", payload(self._label(turn), self.paths))
 
     async def _revert(self, editor: Editor, path: str, number: int | None,
                       how: Any) -> None:
-        key = disk.key(path)
+        key = disk.key(self.paths.to_claude(path))
         turn = self.turns.get(number) if number is not None else self.turns.latest_with(key)
         change = turn.files.get(key) if turn is not None else None
         if turn is None or change is None:
             await editor.call_lua(MODULE, "revert", path, None, how)
             return
         await editor.call_lua(MODULE, "revert", path, {
-            "number": turn.number, "label": self._label(turn).label, "path": change.path,
+            "number": turn.number, "label": self._label(turn).label,
+            "path": self.paths.to_neovim(change.path),
             "before": change.before, "after": change.after}, how)
 
 
-def payload(turn: Turn) -> JSON:
-    """A turn as review.lua shows it: each file's bytes before and after (``None``: none)."""
+def payload(turn: Turn, paths: PathMap) -> JSON:
+    """A turn as review.lua shows it, in Neovim's paths: each file's bytes before and after
+    (``None``: none)."""
     return {**turn.summary(),
-            "changes": [{"path": c.path, "before": c.before, "after": c.after}
+            "changes": [{"path": paths.to_neovim(c.path), "before": c.before, "after": c.after}
                         for c in turn.files.values()],
-            "too_big": list(turn.too_big.values())}
+            "too_big": [paths.to_neovim(path) for path in turn.too_big.values()]}
