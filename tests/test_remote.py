@@ -23,6 +23,7 @@ import trio
 
 from claude_nvim._commands._remote_parts import Probe, Target, parse_target
 from helpers import edit, environment, eventually
+from plugin_kit import alive, plugin_user
 from remote_side import (
     STAND_IN,
     Sshd,
@@ -499,6 +500,12 @@ def test_serve_refuses_a_neovim_others_can_reach(tmp_path, address):
 # From Neovim: the plugin's :ClaudeNvim with a remote target
 
 
+def plugin_options(server: Sshd, remote_bin: Path, claude_nvim: str = "claude-nvim") -> list[str]:
+    """opts.remote.args: the test's ssh, and where claude-nvim and claude are there."""
+    return ["--ssh", shlex.join(server.ssh), "--remote-command", str(remote_bin / claude_nvim),
+            "--remote-claude", str(remote_bin / "claude")]
+
+
 CLAUDE_TERMINAL = """
 local info = require('claude_nvim.terminal').info()
 if not info then return '' end
@@ -508,12 +515,9 @@ return table.concat(vim.api.nvim_buf_get_lines(info.buf, 0, -1, false), '')  -- 
 
 async def test_claude_nvim_with_a_target_runs_claude_there_from_the_plugin(
         ssh_server, remote_bin, remote_ws, remote_home, tmp_path):
-    from test_plugin import alive, plugin_user
-
     workspace(tmp_path)
-    options = ["--ssh", shlex.join(ssh_server.ssh), "--remote-command",
-               str(remote_bin / "claude-nvim"), "--remote-claude", str(remote_bin / "claude")]
-    async with plugin_user(tmp_path, remote={"args": options}) as user:
+    async with plugin_user(tmp_path, remote={"args": plugin_options(ssh_server, remote_bin)}) \
+            as user:
         # A local server runs first (opts.start_server = 'startup'): :ClaudeNvim TARGET
         # switches this Neovim to the one there, and starts Claude there.
         await eventually(user, "return require('claude_nvim').server() ~= nil", timeout=20)
@@ -546,3 +550,36 @@ async def test_claude_nvim_with_a_target_runs_claude_there_from_the_plugin(
                                "return s and (s.clients or 0) == 1", timeout=30)
         assert len(remote_locks(remote_home)) == 1
         assert not alive(launcher_pid)
+
+
+async def test_a_target_in_the_options_serves_from_there_from_the_start(
+        ssh_server, remote_bin, remote_ws, remote_home, tmp_path):
+    workspace(tmp_path)
+    remote = {"target": f"ssh://{Sshd.HOST}{remote_ws}",
+              "args": plugin_options(ssh_server, remote_bin)}
+    async with plugin_user(tmp_path, remote=remote) as user:
+        # opts.start_server = 'startup': the server there, ready before any command.
+        served = await eventually(user, READY, timeout=30)
+        assert served["clients"] == 0 and len(remote_locks(remote_home)) == 1
+        await user.request("nvim_command", "ClaudeNvim")
+        await eventually(user, f"local t = loadstring([[{CLAUDE_TERMINAL}]])() "
+                               f"return t:find('\"connected\"', 1, true) "
+                               f"and t:find('{remote_ws}', 1, true)", timeout=30)
+        await eventually(user, "local s = require('claude_nvim').server() "
+                               "return s and (s.clients or 0) == 1")
+
+
+async def test_what_is_missing_there_is_said_in_the_claude_window(
+        ssh_server, remote_bin, remote_ws, tmp_path):
+    workspace(tmp_path)
+    remote = {"target": f"ssh://{Sshd.HOST}{remote_ws}",
+              "args": plugin_options(ssh_server, remote_bin, claude_nvim="no-claude-nvim")}
+    async with plugin_user(tmp_path, remote=remote, start_server="first_use") as user:
+        await user.request("nvim_command", "ClaudeNvim")
+        # The window of the Claude that did not start says why (its buffer, shown).
+        said = await eventually(user, "local t = table.concat(vim.api.nvim_buf_get_lines("
+                                      "vim.api.nvim_win_get_buf(vim.fn.win_getid(vim.fn.winnr("
+                                      "'$'))), 0, -1, false)) "
+                                      "return t:find('claude-nvim: ', 1, true) and t", timeout=30)
+        assert f"claude-nvim is not installed on {Sshd.HOST}" in said
+        assert "install it there with" in said
