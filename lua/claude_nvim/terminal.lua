@@ -197,7 +197,9 @@ local function run(claude, info, args)
     end)
   end
   local job_opts = { on_exit = exited, env = info.claude.env }
-  if via then cmd, job_opts.env = require('claude_nvim.remote').wrap(via, cmd, job_opts.env), nil end
+  if via then  -- through the server's connection: the environment is claude's there
+    cmd, job_opts.env = require('claude_nvim.remote').wrap(via, cmd, job_opts.env), nil
+  end
   vim.bo[buf].modifiable = true
   local job = api.nvim_buf_call(buf, function()
     if vim.fn.has('nvim-0.11') == 1 then

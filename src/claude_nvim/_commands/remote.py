@@ -301,8 +301,11 @@ class Session:
 
     def _lost(self) -> str:
         why = self.said[-1] if self.said else "it ended"
+        # --serve is the plugin's: a new Claude there starts a new server.
+        again = ("a new Claude (:ClaudeNvim) reconnects" if self.serve_only
+                 else "run the same again to reconnect")
         return (f"the connection to {self.target.name} closed ({why}): Claude there lost "
-                "this Neovim; run the same again to reconnect")
+                f"this Neovim; {again}")
 
     async def _relay_stderr(self, stream: trio.abc.ReceiveStream | None) -> None:
         if stream is None:
