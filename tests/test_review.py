@@ -149,6 +149,21 @@ async def test_a_claude_without_hooks_gets_a_review_of_what_changed_in_loaded_bu
     assert first.read_text() == "1\ntwo\n3\n"
 
 
+async def test_without_hooks_a_file_without_last_newline_is_taken_back_byte_for_byte(
+        app, client, ui, tmp_path):
+    path = tmp_path / "noeol.txt"
+    path.write_bytes(b"1\n2\n3")  # the text before comes from its buffer: 'eol' off
+    buf = await edit(ui, path)
+    await eventually(ui, "return (vim.g.claude_nvim_server.claudes or {})[1] ~= nil")
+    path.write_bytes(b"1\ntwo\n3")  # a plain `claude --ide`'s Edit keeps the end as it was
+    await wait_lines(ui, buf, ["1", "two", "3"])
+    await review(ui)
+    await ui.request("nvim_command", "tabclose")
+    await ui.request("nvim_command", "ClaudeNvimRevert!")
+    await wait_lines(ui, buf, ["1", "2", "3"])
+    assert path.read_bytes() == b"1\n2\n3"
+
+
 async def test_with_no_claude_connected_changes_on_disk_are_not_recorded(app, ui, tmp_path):
     path = tmp_path / "f.txt"
     path.write_text("1\n")
@@ -209,6 +224,40 @@ async def test_a_range_takes_back_the_hunks_in_it_and_bang_the_whole_file(claude
     await ui.request("nvim_command", "ClaudeNvimRevert!")
     await wait_lines(ui, buf, FIVE.splitlines())
     assert path.read_text() == FIVE
+
+
+async def test_taking_back_leaves_a_last_line_without_newline_as_the_file_had_it(
+        claude, ui, tmp_path):
+    path = tmp_path / "noeol.txt"
+    path.write_bytes(b"one\ntwo\nthree")  # no newline at the end (Claude's Edit keeps it so)
+    buf = await edit(ui, path)
+    await claude.prompt("Number one and three.")
+    await claude.edit(path, "one", "1")
+    await claude.edit(path, "three", "3")
+    await claude.stop()
+    await wait_lines(ui, buf, ["1", "two", "3"])
+    await ui.exec_lua("vim.api.nvim_win_set_cursor(0, {1, 0})")
+    await ui.request("nvim_command", "ClaudeNvimRevert")  # the first hunk: the end as it is
+    await wait_lines(ui, buf, ["one", "two", "3"])
+    assert path.read_bytes() == b"one\ntwo\n3"
+    await ui.request("nvim_command", "ClaudeNvimRevert!")
+    await wait_lines(ui, buf, ["one", "two", "three"])
+    assert path.read_bytes() == b"one\ntwo\nthree"  # byte for byte as before the turn
+
+
+async def test_taking_back_a_whole_file_gives_back_its_last_newline(claude, ui, tmp_path):
+    path = tmp_path / "eol.txt"
+    path.write_bytes(b"one\ntwo\n")
+    buf = await edit(ui, path)
+    await ui.request("nvim_command", "setlocal nofixeol")  # files' ends kept as they are
+    await claude.prompt("Rewrite it.")
+    await claude.write(path, "one\n2")
+    await claude.stop()
+    await wait_lines(ui, buf, ["one", "2"])
+    await ui.request("nvim_command", "ClaudeNvimRevert!")
+    await wait_lines(ui, buf, ["one", "two"])
+    assert path.read_bytes() == b"one\ntwo\n"
+    assert not await ui.exec_lua("return vim.bo[...].modified", buf)
 
 
 async def test_unsaved_changes_are_never_overwritten_silently(claude, ui, tmp_path):

@@ -35,14 +35,17 @@ local function recording()
   return false
 end
 
--- `buf`'s text as :write would write it (its 'fileformat', 'eol', 'bomb', 'fileencoding').
+-- `buf`'s text as its file holds it (its 'fileformat', 'eol', 'bomb', 'fileencoding'): a
+-- modified buffer's as :write would write it, an unmodified one's last newline as it was read.
 local function file_bytes(buf)
   local bo = vim.bo[buf]
   local nl = ({ dos = '\r\n', mac = '\r' })[bo.fileformat] or '\n'
   local lines = api.nvim_buf_get_lines(buf, 0, -1, false)
   local empty = #lines == 1 and lines[1] == '' and api.nvim_buf_get_offset(buf, 1) <= 0
   local text = empty and '' or table.concat(lines, nl)
-  if not empty and (bo.eol or (bo.fixeol and not bo.binary)) then text = text .. nl end
+  if not empty and (bo.eol or (bo.modified and bo.fixeol and not bo.binary)) then
+    text = text .. nl
+  end
   local fenc = bo.fileencoding
   if bo.bomb and (fenc == '' or fenc:match('^utf%-?8')) then text = '\239\187\191' .. text end
   if fenc ~= '' and not fenc:match('^utf%-?8$') then
@@ -427,9 +430,14 @@ end
 
 -- Reverting -------------------------------------------------------------------------------
 
--- Write `buf` (it was unmodified before the revert): the file on disk is what it shows.
-local function write(buf)
+-- Write `buf` (it was unmodified before the revert): the file on disk is what it shows, its
+-- last line ended by a newline if `eol` ('fixeol' would add one the file may never have had).
+local function write(buf, eol)
+  local bo = vim.bo[buf]
+  local fixeol = bo.fixeol
+  bo.eol, bo.fixeol = eol, false
   local ok, err = pcall(api.nvim_buf_call, buf, function() vim.cmd('silent keepalt write!') end)
+  bo.fixeol = fixeol
   if not ok then tell(('could not write %s: %s'):format(api.nvim_buf_get_name(buf),
     tostring(err):gsub('^Vim:', '')), 'ERROR') end
   return ok
@@ -508,7 +516,13 @@ function M.revert(path, change, how)
     return tell(('took back %s in the buffer, not written: it has unsaved changes (:w writes '
       .. 'it, u undoes)'):format(what), 'WARN')
   end
-  if write(loaded) then tell(('took back %s (u undoes it)'):format(what)) end
+  -- The file's end as it is now, or as before the turn once the whole file is back.
+  local eol = vim.bo[loaded].eol
+  if buffer_text(loaded) == file.texts.before then
+    local before = change.before
+    eol = before == '' or before:sub(-1) == '\n' or before:sub(-1) == '\r'
+  end
+  if write(loaded, eol) then tell(('took back %s (u undoes it)'):format(what)) end
 end
 
 -- The commands ------------------------------------------------------------------------------
