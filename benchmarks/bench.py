@@ -1457,7 +1457,8 @@ async def connected_after(out: Path, count: int, since: float, timeout: float = 
     """Seconds from ``since`` (wall clock) until ``count`` stand-ins had sent ide_connected."""
     with trio.fail_after(timeout):
         while True:
-            lines = out.read_text().splitlines() if out.exists() else []
+            text = out.read_text() if out.exists() else ""
+            lines = text[:text.rfind("\n") + 1].splitlines()  # whole lines: one may be half written
             if len(lines) >= count:
                 return json.loads(lines[count - 1])["connected"] - since
             await trio.sleep(0.005)
