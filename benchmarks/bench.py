@@ -567,6 +567,29 @@ class Session:
         return mode
 
 
+async def stop_server(server: subprocess.Popen[bytes]) -> None:
+    """Stop a ``claude-nvim serve`` process: SIGTERM, 5 s to exit, then SIGKILL."""
+    if server.poll() is None:
+        server.send_signal(signal.SIGTERM)
+        with trio.move_on_after(5):
+            while server.poll() is None:
+                await trio.sleep(0.02)
+        if server.poll() is None:
+            server.kill()
+    server.wait()
+
+
+LOAD_BUFFERS_LUA = """
+local bufs = {}
+for i, path in ipairs(...) do
+  bufs[i] = vim.fn.bufadd(path)
+  vim.fn.bufload(bufs[i])
+end
+return bufs
+"""
+"""Load each of the paths given into a buffer; their numbers, in order."""
+
+
 async def wait_for_lock(config_dir: Path, server: subprocess.Popen[bytes], log: Path,
                         timeout: float = 30.0) -> tuple[int, str]:
     with trio.fail_after(timeout):
@@ -633,14 +656,7 @@ async def session(state: State, args: argparse.Namespace) -> AsyncIterator[Sessi
                     finally:
                         await probe.quit()
                 finally:
-                    if server.poll() is None:
-                        server.send_signal(signal.SIGTERM)
-                        with trio.move_on_after(5):
-                            while server.poll() is None:
-                                await trio.sleep(0.02)
-                        if server.poll() is None:
-                            server.kill()
-                    server.wait()
+                    await stop_server(server)
                     nursery.cancel_scope.cancel()
 
 

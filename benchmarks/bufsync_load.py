@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -40,7 +39,14 @@ from claude_nvim._nvim.editor import Editor
 from claude_nvim._nvim.headless import headless_nvim
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench import Probe, ProcWatch, server_command, wait_for_lock
+from bench import (
+    LOAD_BUFFERS_LUA,
+    Probe,
+    ProcWatch,
+    server_command,
+    stop_server,
+    wait_for_lock,
+)
 
 NVIM_ARGS = ("--clean", "--cmd", "let g:loaded_python3_provider = 0")
 BENCH = Path(__file__).parent / "bench.py"
@@ -81,13 +87,7 @@ async def case(workdir: Path) -> AsyncIterator[Case]:
                 finally:
                     await probe.quit()
             finally:
-                server.send_signal(signal.SIGTERM)
-                with trio.move_on_after(5):
-                    while server.poll() is None:
-                        await trio.sleep(0.02)
-                if server.poll() is None:
-                    server.kill()
-                server.wait()
+                await stop_server(server)
                 nursery.cancel_scope.cancel()
 
 
@@ -153,15 +153,6 @@ async def big_case(root: Path, appends: int = 50) -> dict[str, Any]:
         return await appended(c, path, 2900, appends, 0.2, False)
 
 
-LOAD_ALL = """
-local bufs = {}
-for i, path in ipairs(...) do
-  bufs[i] = vim.fn.bufadd(path)
-  vim.fn.bufload(bufs[i])
-end
-return bufs
-"""
-
 # Cheap, as the probe counts it too: by buffer number (bufnr(path) for 1,000 paths: 0.8 s).
 ALL_CURRENT = """
 local bufs, first = ...
@@ -193,7 +184,7 @@ async def checkout_case(root: Path) -> dict[str, Any]:
     git(repo, "commit", "-q", "-am", "new")
     git(repo, "checkout", "-q", "main")
     async with case(workdir) as c:
-        bufs = await c.nvim.exec_lua(LOAD_ALL, [str(p) for p in paths], timeout=300)
+        bufs = await c.nvim.exec_lua(LOAD_BUFFERS_LUA, [str(p) for p in paths], timeout=300)
         await c.nvim.request("nvim_command", f"edit {paths[0]}")
         await trio.sleep(1.0)
         rss0, cpu0 = c.watch.rss_mb(), c.watch.cpu()

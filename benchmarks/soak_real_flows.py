@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
 import tempfile
@@ -45,11 +44,13 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench import (
     ACCEPT_LUA,
     DIFF_VISIBLE_LUA,
+    LOAD_BUFFERS_LUA,
     Client,
     Probe,
     ProcWatch,
     connect,
     server_command,
+    stop_server,
     tool_text,
     wait_for_lock,
 )
@@ -90,15 +91,6 @@ def make_repo(repo: Path) -> list[Path]:
     git(repo, "checkout", "-q", "main")
     return paths
 
-
-LOAD = """
-local bufs = {}
-for i, path in ipairs(...) do
-  bufs[i] = vim.fn.bufadd(path)
-  vim.fn.bufload(bufs[i])
-end
-return bufs
-"""
 
 # Every buffer shows its file (by buffer number: bufnr(path) for 1,000 paths costs 0.8 s).
 STALE = """
@@ -210,7 +202,7 @@ async def run(args: argparse.Namespace) -> int:
             async with trio.open_nursery() as nursery:
                 await nursery.start(nvim.run)
                 await nvim.request("nvim_ui_attach", 80, 24, {"ext_linegrid": True})
-                bufs = await nvim.exec_lua(LOAD, [str(p) for p in paths], timeout=600)
+                bufs = await nvim.exec_lua(LOAD_BUFFERS_LUA, [str(p) for p in paths], timeout=600)
                 await nvim.request("nvim_command", f"set hidden | edit {paths[0]}")
                 await nvim.request("nvim_command", f"split {log} | wincmd p")
                 bufs.append(await nvim.exec_lua("return vim.fn.bufnr(...)", str(log)))
@@ -232,8 +224,7 @@ async def run(args: argparse.Namespace) -> int:
                     finally:
                         await probe.quit()
                 finally:
-                    server.send_signal(signal.SIGTERM)
-                    server.wait(10)
+                    await stop_server(server)
                     nursery.cancel_scope.cancel()
     return 1
 
