@@ -21,6 +21,8 @@ command('ClaudeNvimRename', function(o) terminal().rename(o.args) end,
   { nargs = '?', desc = 'claude-nvim: name the current Claude (no name: by its title again)' })
 command('ClaudeNvimFocus', function() terminal().focus() end,
   { desc = 'claude-nvim: to the current Claude, or from it back' })
+command('ClaudeNvimResume', function(o) require('claude_nvim.sessions').resume(o.args) end,
+  { nargs = '?', desc = "claude-nvim: go on with one of this project's past conversations" })
 command('ClaudeNvimInstall', function() plugin().install() end,
   { desc = 'claude-nvim: (re)install its Python part privately, under stdpath("data")' })
 

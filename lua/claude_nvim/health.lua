@@ -4,6 +4,44 @@
 -- waits for the doctor.
 local M = {}
 
+-- What each of claude's permission modes means for the diffs (claude 2.1.332's names).
+M.DIFFS = {
+  manual = 'each edit opens as a diff for you to accept or reject',
+  default = 'each edit opens as a diff for you to accept or reject',
+  plan = 'Claude plans first; once you approve, its edits open as diffs (in manual mode)',
+  auto = 'edits are written without a diff; :ClaudeNvimReview shows each turn\'s changes',
+  acceptEdits = 'edits are written without a diff; :ClaudeNvimReview shows each turn\'s changes',
+  dontAsk = 'edits are written without a diff; :ClaudeNvimReview shows each turn\'s changes',
+  bypassPermissions = 'nothing is asked; :ClaudeNvimReview shows each turn\'s changes',
+}
+
+-- claude's settings.json at `path`, or nil.
+local function settings(path)
+  local ok, lines = pcall(vim.fn.readfile, path, '', 10000)
+  if not ok then return nil end
+  local decoded, value = pcall(vim.json.decode, table.concat(lines, '\n'))
+  return decoded and type(value) == 'table' and value or nil
+end
+
+--- The permission mode a Claude the plugin starts runs in, and where that comes from:
+--- opts.claude.permission_mode, else claude's settings (the project's, then the user's), else
+--- claude's own default (auto, in claude 2.1.332).
+---@return string mode
+---@return string from
+function M.permission_mode()
+  local opts = require('claude_nvim').config.claude or {}
+  if opts.permission_mode then return opts.permission_mode, 'opts.claude.permission_mode' end
+  local config = vim.env.CLAUDE_CONFIG_DIR
+  if config == nil or config == '' then config = vim.fn.expand('~/.claude') end
+  for _, path in ipairs({ '.claude/settings.local.json', '.claude/settings.json',
+                          config .. '/settings.json' }) do
+    local found = settings(path)
+    local mode = found and type(found.permissions) == 'table' and found.permissions.defaultMode
+    if type(mode) == 'string' then return mode, path end
+  end
+  return 'auto', "claude's default"
+end
+
 function M.check()
   local health = vim.health
   local plugin = require('claude_nvim')
@@ -19,6 +57,9 @@ function M.check()
   health.ok(info and ('a claude-nvim server runs for it on port %d, %d Claude(s) connected')
     :format(info.port, tonumber(info.clients) or 0)
     or 'no claude-nvim server runs for it yet (:ClaudeNvim starts one)')
+  local mode, from = M.permission_mode()
+  health.info(('Claude starts in %s mode (%s): %s'):format(mode, from, M.DIFFS[mode]
+    or 'see `claude --help`'))
   local cmd, where = plugin.command()
   if cmd == nil then
     return health.error('no claude-nvim to run', { where })

@@ -15,6 +15,17 @@ local api = vim.api
 ---@field open_in? 'tab'|'current' default 'tab': a new tab; 'current': in this tab
 ---@field keep_focus? boolean true: the cursor stays in the Claude terminal; default false
 
+--- claude's permission modes (claude 2.1.332's names; 'manual' is its default mode).
+---@alias claude_nvim.PermissionMode
+---| 'manual' each edit a diff to answer
+---| 'auto'|'acceptEdits'|'dontAsk'|'bypassPermissions' edits written without a diff
+---| 'plan'
+
+--- How the plugin starts claude (:help claude-nvim-opts.claude).
+---@class claude_nvim.ClaudeOpts
+---@field permission_mode? claude_nvim.PermissionMode nil: claude's own
+---@field args? string[] more arguments for every claude the plugin starts
+
 --- Where Claude runs when not here (:help claude-nvim-remote).
 ---@class claude_nvim.RemoteOpts
 ---@field target? string 'ssh://[user@]host[:port]/path', 'docker://box/path', ...; nil: here
@@ -29,6 +40,7 @@ local api = vim.api
 ---@field terminal? claude_nvim.TerminalOpts
 ---@field diff? claude_nvim.DiffOpts
 ---@field remote? claude_nvim.RemoteOpts
+---@field claude? claude_nvim.ClaudeOpts
 
 local M = {}
 
@@ -46,6 +58,9 @@ local defaults = {
   notify = true,  -- say when a Claude out of sight waits for you or is done
   bell = false,   -- and ring the terminal's bell
   remote = { target = nil, args = {} },  -- Claude elsewhere: 'ssh://host/path', 'docker://c/path'
+  -- permission_mode: 'manual' (each edit a diff to answer), 'auto', 'acceptEdits', 'plan' ...;
+  -- nil: claude's own (its settings, else auto: edits are written, :ClaudeNvimReview shows them)
+  claude = { permission_mode = nil, args = {} },
 }
 
 --- The options in force: the defaults with setup()'s `opts` over them.

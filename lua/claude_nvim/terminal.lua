@@ -180,7 +180,8 @@ local function run(claude, info, args)
     return failed(claude, '`' .. exe .. '` is not on PATH; install Claude Code (npm install -g '
       .. '@anthropic-ai/claude-code) or set $CLAUDE_NVIM_CLAUDE to it')
   end
-  local cmd = vim.list_extend({ exe }, vim.list_extend(vim.deepcopy(info.claude.args or {}), args))
+  local cmd = vim.list_extend({ exe }, vim.list_extend(vim.deepcopy(info.claude.args or {}),
+    M.user_args(args)))
   local function exited(_, code)
     vim.schedule(function()
       forget(claude)
@@ -216,6 +217,24 @@ local function run(claude, info, args)
   if api.nvim_get_current_buf() == buf then vim.cmd('startinsert') end
 end
 
+--- The arguments for a claude the user starts with `args`: opts.claude's (its args, and its
+--- permission_mode unless `args` choose one), then `args`.
+---@param args string[]
+---@return string[]
+function M.user_args(args)
+  local opts = require('claude_nvim').config.claude or {}
+  local all = vim.deepcopy(opts.args or {})
+  local chosen = false
+  for _, arg in ipairs(vim.list_extend(vim.deepcopy(all), args)) do
+    if arg == '--permission-mode' or arg:match('^%-%-permission%-mode=')
+        or arg == '--dangerously-skip-permissions' then chosen = true end
+  end
+  if opts.permission_mode and not chosen then
+    vim.list_extend(all, { '--permission-mode', opts.permission_mode })
+  end
+  return vim.list_extend(all, args)
+end
+
 -- A new Claude, in the Claude window `win` (the one it showed keeps running) or a new one.
 local function start(args, win)
   local buf = api.nvim_create_buf(false, true)
@@ -223,6 +242,7 @@ local function start(args, win)
   local claude = { n = free_number(), buf = buf, started = os.time() }
   vim.bo[buf].modifiable = false  -- until claude runs in it
   vim.b[buf].claude_nvim_terminal = claude.n
+  vim.bo[buf].filetype = 'claude_nvim'  -- for the user's keymaps and statuslines (FileType)
   claudes[#claudes + 1], current = claude, claude
   api.nvim_create_autocmd({ 'BufEnter', 'WinEnter' }, { buffer = buf, callback = function()
     if is_claude(buf) then current = claude end
