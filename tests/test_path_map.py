@@ -6,12 +6,11 @@ Against a real Neovim whose files are in ``tmp_path``, while Claude calls them /
 from __future__ import annotations
 
 import json
-import logging
 
 import pytest
 import trio
 
-from claude_nvim._paths import PathMap
+from claude_nvim._paths import OutsideMap, PathMap
 from claude_nvim._wire.constants import MODEL_PATH
 from claude_nvim.testing import mcp_client, running_app
 from helpers import PendingDiff, diff_args, edit, eventually
@@ -29,7 +28,7 @@ def test_the_longest_prefix_wins_and_holds_whole_components_only():
     assert paths.to_neovim("/srv/apple/z.py") == "/home/me/srv/apple/z.py"
     assert paths.to_neovim("/srv/app") == "/mnt/app"
     assert paths.to_claude("/mnt/app/x.py") == "/srv/app/x.py"
-    assert paths.to_claude("/mnt/application") == "/mnt/application"  # under no prefix
+    assert paths.to_claude("/mnt/application") is None  # under no prefix: never sent
 
 
 def test_trailing_slashes_root_and_urls_on_neovims_side():
@@ -47,7 +46,6 @@ def test_uris_and_their_percent_decoded_forms_are_mapped_to_neovims_candidates()
     paths = PathMap.parse([f"{CLAUDE}=/home/me/ws"])
     assert paths.candidates(f"file://{CLAUDE}/my%20file.py") == [
         "/home/me/ws/my%20file.py", "/home/me/ws/my file.py"]
-    assert paths.candidates("relative/a.py") == ["relative/a.py"]  # Neovim's cwd decides
 
 
 def test_fields_of_a_message_are_mapped_by_name():
@@ -59,11 +57,14 @@ def test_fields_of_a_message_are_mapped_by_name():
                   "label": "/home/me/ws/a.py"}], "text": "/home/me/ws"}
 
 
-def test_without_prefixes_it_is_the_identity():
+def test_without_prefixes_it_is_the_identity_and_confines_nothing():
     paths = PathMap()
     message = {"filePath": "/a"}
-    assert not paths and paths.to_claude_fields(message) is message
+    assert not paths.confines and paths.to_claude_fields(message) is message
     assert paths.candidates("file:///a%20b") == ["/a%20b", "/a b"]
+    assert paths.candidates("/w/../../etc/passwd") == ["/w/../../etc/passwd"]  # as today
+    assert paths.to_neovim("/etc/passwd") == paths.to_claude("/etc/passwd") == "/etc/passwd"
+    assert paths.claude_path("relative/a.py") == "relative/a.py"
 
 
 @pytest.mark.parametrize("spec", ["/a", "=/b", "/a=", "relative=/b"])
@@ -72,14 +73,62 @@ def test_a_bad_spec_says_what_it_should_be(spec):
         PathMap.parse([spec])
 
 
-def test_a_path_under_no_prefix_passes_and_the_log_says_so_once(caplog):
-    caplog.set_level(logging.INFO, logger="claude_nvim")
+# The map is a boundary: a Claude on another host reaches only the mapped folders
+
+
+@pytest.mark.parametrize("path", [
+    "/etc/passwd", "/claude/wsx/a.py", f"{CLAUDE}/../../etc/passwd", f"{CLAUDE}/a/../../x",
+    f"file://{CLAUDE}/%2e%2e/%2E%2E/etc/passwd", f"file://{CLAUDE}/..%2f..%2fetc/passwd",
+    "relative/a.py", "~/.ssh/id_ed25519", "", f"{CLAUDE}/a\0b",
+])
+def test_a_path_outside_the_map_is_refused_with_a_sentence(path):
     paths = PathMap.parse([f"{CLAUDE}=/home/me/ws"])
-    assert paths.to_neovim("/etc/a") == "/etc/a"
-    assert paths.to_neovim("/etc/b") == "/etc/b"
-    assert paths.to_claude("/usr/share/nvim/doc.txt") == "/usr/share/nvim/doc.txt"
-    said = [r.getMessage() for r in caplog.records if "under no --path-map" in r.getMessage()]
-    assert len(said) == 2 and "/etc/a" in said[0] and "/usr/share" in said[1]
+    with pytest.raises(OutsideMap, match="outside the folders mapped for Claude"):
+        paths.candidates(path)
+    if "%" not in path:  # a path, not a URI: never decoded
+        with pytest.raises(OutsideMap):
+            paths.to_neovim(path)
+
+
+def test_paths_inside_are_normalised_before_they_are_mapped():
+    paths = PathMap.parse([f"{CLAUDE}=/home/me/ws"])
+    assert paths.candidates(f"{CLAUDE}//sub/./x/../a.py") == ["/home/me/ws/sub/a.py"]
+    assert paths.candidates(f"file://{CLAUDE}/my%20file.py") == [
+        "/home/me/ws/my%20file.py", "/home/me/ws/my file.py"]
+    assert paths.claude_path(f"file://{CLAUDE}/a/../b.py") == f"{CLAUDE}/b.py"
+    assert paths.to_neovim(f"//{CLAUDE[1:]}/x") == "/home/me/ws/x"
+
+
+def test_a_symlink_inside_the_map_leading_out_is_refused(tmp_path):
+    (tmp_path / "ws").mkdir()
+    (tmp_path / "secret").write_text("key")
+    (tmp_path / "ws" / "link").symlink_to(tmp_path / "secret")
+    (tmp_path / "ws" / "dir").symlink_to(tmp_path)
+    (tmp_path / "ws" / "inner").symlink_to(tmp_path / "ws")  # inside: fine
+    paths = PathMap.parse([f"{CLAUDE}={tmp_path / 'ws'}"])
+    for path in (f"{CLAUDE}/link", f"{CLAUDE}/dir/secret", f"{CLAUDE}/dir/ws/link"):
+        with pytest.raises(OutsideMap, match="symbolic link"):
+            paths.to_neovim(path)
+    assert paths.to_neovim(f"{CLAUDE}/inner/new.py") == str(tmp_path / "ws" / "inner/new.py")
+    assert paths.to_claude(str(tmp_path / "ws" / "link")) is None
+    assert paths.to_claude(str(tmp_path / "ws" / "inner" / "a")) == f"{CLAUDE}/inner/a"
+
+
+def test_nothing_outside_the_map_is_sent_back():
+    paths = PathMap.parse([f"{CLAUDE}=/home/me/ws"])
+    assert paths.to_claude("/home/me/.bashrc") is None
+    assert paths.to_claude("/home/me/ws/../.bashrc") is None
+    assert paths.uri_to_claude("file:///home/me/.bashrc") is None
+    tabs = [{"uri": "file:///home/me/ws/a.py", "fileName": "/home/me/ws/a.py"},
+            {"uri": "file:///home/me/.bashrc", "fileName": "/home/me/.bashrc"}]
+    assert paths.to_claude_fields({"tabs": tabs}) == {"tabs": [
+        {"uri": f"file://{CLAUDE}/a.py", "fileName": f"{CLAUDE}/a.py"}]}
+    assert paths.to_claude_fields({"filePath": "/etc/hosts", "text": "127.0.0.1"}) is None
+    assert paths.to_claude_fields({"filePath": "", "text": "scratch"}) is None
+    assert paths.to_claude_fields({"items": [{"text": "no file"}]}) == {
+        "items": [{"text": "no file"}]}
+    assert paths.folders_to_claude(["/home/me/ws/sub", "/home/me"]) == [f"{CLAUDE}/sub"]
+    assert paths.folders_to_claude(["/home/me"]) == [CLAUDE]
 
 
 # Everything that crosses, against a real Neovim

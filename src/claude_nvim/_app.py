@@ -277,7 +277,7 @@ class App:
 
     def _write_lock(self, folders: list[str]) -> None:
         name = lockfile.ide_name(folders, self.lock_directory, self.port)
-        content = lockfile.lock_content(self._lock_pid, [self.paths.to_claude(f) for f in folders],
+        content = lockfile.lock_content(self._lock_pid, self.paths.folders_to_claude(folders),
                                         self.token, name)
         self.lock_path = lockfile.write_lock(self.lock_directory, self.port, content)
 

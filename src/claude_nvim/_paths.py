@@ -4,9 +4,13 @@ Claude's host and Neovim's (:class:`PathMap`)."""
 from __future__ import annotations
 
 import logging
+import os
+import posixpath
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import unquote
+
+from ._errors import ToolError
 
 log = logging.getLogger(__name__)
 
@@ -17,11 +21,7 @@ def candidate_paths(path_or_uri: str) -> list[str]:
     ``file://`` URIs may or may not be percent-encoded, and plain paths may contain ``%``.
     ``~`` and relative paths are resolved in Neovim, against its home and cwd.
     """
-    path = path_or_uri
-    if path.startswith("file://"):
-        path = path[len("file://"):]
-        if path.startswith("localhost/"):
-            path = path[len("localhost"):]
+    path = _strip_file_scheme(path_or_uri)
     candidates = [path]
     decoded = unquote(path)
     if decoded != path:
@@ -40,15 +40,27 @@ URI_KEYS = frozenset({"uri", "fileUrl"})
 """... and those that hold a ``file://`` URI."""
 
 
+class OutsideMap(ToolError):
+    """A path from Claude's host that is not inside a mapped folder (``serve --path-map``), or
+    leads out of one through a symlink: refused, with the sentence a tool result shows."""
+
+
 class PathMap:
     """Where a path on Claude's host is in Neovim's, and back: ``CLAUDE_SIDE=NEOVIM_SIDE``
     prefixes (``claude-nvim serve --path-map``), for Claude in a container or on another host.
 
     The longest prefix that holds a path wins; a prefix holds whole components only
-    (``/srv/app`` holds ``/srv/app/x.py``, not ``/srv/apple``). A path no prefix holds passes
-    unchanged, and the log says so once. Neovim's side may be any buffer-name prefix, such as
-    ``scp://host//srv/app`` for netrw's buffers. With no prefixes it is the identity and costs
-    nothing: every path that crosses goes through one of these methods, in one line
+    (``/srv/app`` holds ``/srv/app/x.py``, not ``/srv/apple``). Neovim's side may be any
+    buffer-name prefix, such as ``scp://host//srv/app`` for netrw's buffers.
+
+    A map is also a boundary (:attr:`confines`, the one place that decides): a Claude on
+    another host reaches only the mapped folders. A path from Claude is normalised (``..``,
+    ``.``, ``//``, ``file://`` and its percent-encoding) and must lie in a prefix; once in
+    Neovim's terms, a local path's symlinks are resolved and it must still lie in the mapped
+    local folder. Anything else raises :class:`OutsideMap`. Going back, a path outside the map
+    is never sent: :meth:`to_claude` answers ``None`` and :meth:`to_claude_fields` drops what
+    holds it. With no prefixes (Claudes on this machine) it is the identity, confines nothing
+    and costs nothing. Every path that crosses goes through one of these methods, in one line
     (``ctx.paths`` in a tool, ``self.paths`` in a feature).
     """
 
@@ -58,7 +70,6 @@ class PathMap:
         # Longest first: the first that holds a path is the one that wins.
         self._to_neovim = sorted(self.pairs, key=lambda pair: -len(pair[0]))
         self._to_claude = sorted(((n, c) for c, n in self.pairs), key=lambda pair: -len(pair[0]))
-        self._said: set[str] = set()
 
     @classmethod
     def parse(cls, specs: Iterable[str]) -> PathMap:
@@ -74,54 +85,157 @@ class PathMap:
             pairs.append((claude, neovim))
         return cls(pairs)
 
-    def __bool__(self) -> bool:
+    @property
+    def confines(self) -> bool:
+        """Whether Claude is confined to the mapped folders: the one decision. A map serves
+        Claudes on another host or in a container; without one, Claudes are on this machine
+        and reach what the user's Neovim does, as ever."""
         return bool(self.pairs)
+
+    def __bool__(self) -> bool:
+        return self.confines
 
     def __repr__(self) -> str:
         return f"PathMap({self.pairs!r})"
 
+    # From Claude's host to Neovim's: checked, OutsideMap when not inside the map.
+
+    def claude_path(self, path_or_uri: str) -> str:
+        """Claude's ``path_or_uri`` as one normalised path of Claude's host, inside a mapped
+        folder (``file://`` URIs as they are, not percent-decoded: see :meth:`candidates`);
+        as given when the map confines nothing."""
+        if not self.confines:
+            return path_or_uri
+        path = _strip_file_scheme(path_or_uri)
+        normal = _normalised(path)
+        if normal is None or self._holder(normal, self._to_neovim) is None:
+            raise OutsideMap(_refusal(path_or_uri))
+        return normal
+
     def to_neovim(self, path: str) -> str:
-        """Where Claude's ``path`` is in Neovim."""
-        return self._swap(path, self._to_neovim, "Claude's") if self.pairs else path
-
-    def to_claude(self, path: str) -> str:
-        """Where Neovim's ``path`` (a buffer name) is on Claude's host."""
-        return self._swap(path, self._to_claude, "Neovim's") if self.pairs else path
-
-    def uri_to_claude(self, uri: str) -> str:
-        """A ``file://`` URI of Neovim's as Claude's host has it; other URIs as they are."""
-        if not self.pairs or not uri.startswith("file://"):
-            return uri
-        return file_url(self.to_claude(uri[len("file://"):]))
+        """Where Claude's ``path`` is in Neovim. With a map: checked (normalised, in a mapped
+        folder, no symlink leading out), else :class:`OutsideMap`."""
+        if not self.confines:
+            return path
+        normal = self.claude_path(path)
+        old, new = self._holder(normal, self._to_neovim) or ("", "")
+        local = new + normal[len(old):] or "/"
+        if not _resolves_inside(local, new):
+            raise OutsideMap(f"{path}: a symbolic link leads out of the folders mapped for Claude "
+                             "(serve --path-map): refused")
+        return local
 
     def candidates(self, path_or_uri: str) -> list[str]:
-        """:func:`candidate_paths` of a path or URI from Claude, each where it is in Neovim."""
+        """:func:`candidate_paths` of a path or URI from Claude, each where it is in Neovim.
+        With a map, every one is checked (:meth:`to_neovim`): one outside refuses them all
+        (``%2e%2e`` decodes to ``..``)."""
         found = candidate_paths(path_or_uri)
-        return [self.to_neovim(p) for p in found] if self.pairs else found
+        if not self.confines:
+            return found
+        try:
+            return list(dict.fromkeys(self.to_neovim(p) for p in found))
+        except OutsideMap as exc:
+            raise OutsideMap(_refusal(path_or_uri)) from exc
+
+    # From Neovim to Claude's host: None (nothing is sent) when outside the map.
+
+    def to_claude(self, path: str) -> str | None:
+        """Where Neovim's ``path`` (a buffer name) is on Claude's host; ``None`` when the map
+        confines and it is outside it (or a symlink there leads out): then nothing is sent."""
+        if not self.confines:
+            return path
+        normal = _normalised(path) if path.startswith("/") else path
+        held = self._holder(normal, self._to_claude) if normal is not None else None
+        if normal is None or held is None:
+            log.debug("not sent to Claude: %s is outside the mapped folders", path)
+            return None
+        old, new = held
+        rest = normal[len(old):]
+        if "/../" in rest + "/" or not _resolves_inside(normal, old):
+            return None
+        return new + rest or "/"
+
+    def uri_to_claude(self, uri: str) -> str | None:
+        """A ``file://`` URI of Neovim's as Claude's host has it (``None``: outside the map);
+        other URIs as they are."""
+        if not self.confines or not uri.startswith("file://"):
+            return uri
+        path = self.to_claude(uri[len("file://"):])
+        return None if path is None else file_url(path)
+
+    def folders_to_claude(self, folders: Iterable[str]) -> list[str]:
+        """Neovim's workspace folders as Claude's host has them: with a map, those inside it,
+        and the mapped folders themselves when none is."""
+        if not self.confines:
+            return list(folders)
+        mapped = [p for p in (self.to_claude(f) for f in folders) if p is not None]
+        return mapped or [claude or "/" for claude, _ in self.pairs]
 
     def to_claude_fields(self, value: Any) -> Any:
         """``value`` (a message or part of one: dicts, lists) with the paths of its
-        :data:`PATH_KEYS` fields and the URIs of its :data:`URI_KEYS` fields on Claude's side."""
-        if not self.pairs:
+        :data:`PATH_KEYS` fields and the URIs of its :data:`URI_KEYS` fields on Claude's side.
+        With a map, an object holding a path outside it is dropped: ``None`` in its place at
+        the top, left out of a list."""
+        if not self.confines:
             return value
         if isinstance(value, dict):
-            return {key: self.to_claude(item) if key in PATH_KEYS and isinstance(item, str)
-                    else self.uri_to_claude(item) if key in URI_KEYS and isinstance(item, str)
-                    else self.to_claude_fields(item)
-                    for key, item in value.items()}
+            out = {}
+            for key, item in value.items():
+                if key in PATH_KEYS and isinstance(item, str):
+                    mapped = self.to_claude(item)
+                elif key in URI_KEYS and isinstance(item, str):
+                    mapped = self.uri_to_claude(item)
+                else:
+                    mapped = self.to_claude_fields(item)
+                    if mapped is None and item is not None:
+                        continue  # an object inside it is outside the map: left out
+                if mapped is None and item is not None:
+                    return None
+                out[key] = mapped
+            return out
         if isinstance(value, list):
-            return [self.to_claude_fields(item) for item in value]
+            kept = ((self.to_claude_fields(item), item) for item in value)
+            return [mapped for mapped, item in kept if mapped is not None or item is None]
         return value
 
-    def _swap(self, path: str, prefixes: list[tuple[str, str]], side: str) -> str:
+    def _holder(self, path: str, prefixes: list[tuple[str, str]]) -> tuple[str, str] | None:
         for old, new in prefixes:
             if path.startswith(old) and (len(path) == len(old) or path[len(old)] == "/"):
-                return new + path[len(old):] or "/"
-        if side not in self._said and (path.startswith("/") or "://" in path):
-            self._said.add(side)
-            log.info("%s path %s is under no --path-map prefix: it passes unchanged (said once "
-                     "for %s paths)", side, path, side)
-        return path
+                return old, new
+        return None
+
+
+def _strip_file_scheme(path: str) -> str:
+    if path.startswith("file://"):
+        path = path[len("file://"):]
+        if path.startswith("localhost/"):
+            path = path[len("localhost"):]
+    return path
+
+
+def _normalised(path: str) -> str | None:
+    """``path`` without ``.``, ``..`` and repeated slashes; ``None`` unless it is absolute
+    (a relative path or ``~`` would be resolved against Neovim's cwd and home)."""
+    if not path.startswith("/") or "\0" in path:
+        return None
+    normal = posixpath.normpath(path)
+    return "/" + normal.lstrip("/")  # normpath keeps a leading "//"
+
+
+def _resolves_inside(local: str, folder: str) -> bool:
+    """Whether ``local`` (in Neovim's terms, under ``folder``) still lies in ``folder`` once
+    this host's symlinks are resolved. Buffer names that are not local paths (``scp://``)
+    have no symlinks here."""
+    if not local.startswith("/"):
+        return True
+    real, root = os.path.realpath(local), os.path.realpath(folder or "/")
+    return real == root or real.startswith(root.rstrip("/") + "/")
+
+
+def _refusal(path: str) -> str:
+    shown = path if len(path) <= 300 else path[:300] + "..."
+    return (f"{shown}: outside the folders mapped for Claude (serve --path-map): a Claude on "
+            "another host reaches only those")
 
 
 def _prefix(path: str) -> str:

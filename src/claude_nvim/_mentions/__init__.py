@@ -16,13 +16,16 @@ import trio
 
 from .._feature import JSON, Feature, NotificationHandler
 from .._nvim.editor import Editor
-from .._nvim.lua import shared_module
+from .._nvim.lua import CORE, shared_module
 from .._wire.jsonrpc import notification
 from .outboxes import Outboxes
 
 MODULE = "claude_nvim.mentions"
 NOTIFICATION = "claude_nvim_mention"
 QUEUE_SECONDS = 10.0
+OUTSIDE = ("not sent to Claude: outside the folders mapped for it (serve --path-map), a Claude "
+           "on another host sees only those")
+"""What the user is told of a mention of a file outside the map."""
 
 
 class MentionsFeature(Feature):
@@ -35,6 +38,7 @@ class MentionsFeature(Feature):
     def __init__(self, outboxes: Outboxes) -> None:
         self.outboxes = outboxes
         self._nursery: trio.Nursery | None = None
+        self._editor: Editor | None = None
 
     def notifications(self) -> Mapping[str, NotificationHandler]:
         return {NOTIFICATION: self._mention}
@@ -43,7 +47,7 @@ class MentionsFeature(Feature):
         return {"event": NOTIFICATION}
 
     async def start(self, editor: Editor, nursery: trio.Nursery) -> None:
-        self._nursery = nursery
+        self._nursery, self._editor = nursery, editor
         await super().start(editor, nursery)
 
     def _mention(self, args: list[Any]) -> None:
@@ -53,8 +57,10 @@ class MentionsFeature(Feature):
             mentions = [mentions]
         if self._nursery is None or not isinstance(mentions, list):
             return
-        messages = [notification("at_mentioned", self.paths.to_claude_fields(m))
-                    for m in mentions if isinstance(m, dict)]
+        mapped = [self.paths.to_claude_fields(m) for m in mentions if isinstance(m, dict)]
+        messages = [notification("at_mentioned", m) for m in mapped if m is not None]
+        if len(messages) < len(mapped) and self._editor is not None:  # files outside the map
+            self._editor.call_lua_soon(CORE, "tell", OUTSIDE, "WARN")
         buffers = [b for b in recent if isinstance(b, int)] if isinstance(recent, list) else []
         names = {int(b): str(label) for b, label in labels.items() if str(b).isdigit()
                  } if isinstance(labels, dict) else {}

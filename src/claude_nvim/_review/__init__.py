@@ -9,8 +9,12 @@ bufsync, which sends the buffer's text before it reloads it, while a Claude work
 without hooks is connected (``review.lua`` decides, from ``vim.g.claude_nvim_server.claudes``).
 :mod:`.turns` keeps the texts within its budget.
 
-The server reads files on Claude's host: the turns keep Claude's paths, and a path crosses
-``self.paths`` to and from Neovim (a Claude on another host, ``serve --path-map``).
+The turns keep Claude's paths, and a path crosses ``self.paths`` to and from Neovim. Without a
+path map (Claudes on this machine) the server reads them as they are. With one (a Claude on
+another host or in a container, ``serve --path-map``, the server beside Neovim) a path the far
+side names must lie in a mapped folder, or nothing is recorded; the server reads the mapped
+file here; a revert is shown the bytes Claude's write left (``check``), and review.lua takes
+back or deletes a whole file only while it still holds them.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import trio
 from .._feature import JSON, Feature, NotificationHandler
 from .._nvim.editor import Editor
 from .._nvim.lua import shared_module
-from .._paths import PathMap
+from .._paths import OutsideMap
 from . import disk
 from .turns import QUIET_SECONDS, Turn, Turns
 
@@ -74,10 +78,28 @@ class ReviewFeature(Feature):
 
     # Reading files: in a thread, the hook's answer waits for it (claude writes after).
 
-    async def _read(self, path: str) -> tuple[bytes | None, bool]:
-        """The file's bytes (None: no file), and whether they could be read."""
+    def _key(self, path: str) -> str:
+        """What the file at Claude's ``path`` is known by: with a map, its normalised path
+        (checked where it came in), else its real path here (:func:`disk.key`)."""
+        return path if self.paths.confines else disk.key(path)
+
+    def _in_neovim(self, path: str) -> str | None:
+        """Claude's ``path`` in Neovim, checked again (a symlink may lead out since): None when
+        it is outside the map."""
         try:
-            data = await trio.to_thread.run_sync(disk.read, path, self.max_file_bytes)
+            return self.paths.to_neovim(path)
+        except OutsideMap as why:
+            log.warning("review: %s", why)
+            return None
+
+    async def _read(self, path: str) -> tuple[bytes | None, bool]:
+        """The bytes of the file at Claude's ``path`` (None: no file), and whether they could be
+        read: here, where Neovim's copy is when a map says so."""
+        local = self._in_neovim(path)
+        if local is None:
+            return None, False
+        try:
+            data = await trio.to_thread.run_sync(disk.read, local, self.max_file_bytes)
         except disk.Unreadable as why:
             log.info("review: not kept: %s", why)
             return None, False
@@ -95,8 +117,13 @@ class ReviewFeature(Feature):
                 and event["path"]:
             turn = self.turns.current(claude_id) or self.turns.start(
                 claude_id, str(claude.get("label") or ""), "", now)
-            path = event["path"]
-            key = disk.key(path)
+            try:
+                path = self.paths.claude_path(event["path"])
+            except OutsideMap as why:  # a far side's name for a file it may not touch
+                log.warning("review: a hook of %s refused, nothing recorded: %s",
+                            claude.get("label") or claude_id, why)
+                return
+            key = self._key(path)
             if name == "PreToolUse":
                 if key not in turn.files and key not in turn.too_big:
                     before, ok = await self._read(path)
@@ -143,7 +170,8 @@ class ReviewFeature(Feature):
         editor = self._editor
         if editor is None or turn.number is None:
             return
-        paths = {self.paths.to_neovim(c.path): c for c in turn.files.values()}
+        paths = {local: c for c in turn.files.values()
+                 if (local := self._in_neovim(c.path)) is not None}
         try:
             loaded = await editor.call_lua(MODULE, "recorded", turn.summary(), list(paths))
             befores = {path: c.before or b"" for path, c in paths.items()
@@ -161,10 +189,12 @@ class ReviewFeature(Feature):
                 or self._nursery is None:
             return
         data = before.encode("utf-8", "surrogateescape") if isinstance(before, str) else before
-        self._nursery.start_soon(self._changed_on_disk, self.paths.to_claude(path), data)
+        claude_path = self.paths.to_claude(path)
+        if claude_path is not None:  # None: outside the map, no Claude there changes it
+            self._nursery.start_soon(self._changed_on_disk, claude_path, data)
 
     async def _changed_on_disk(self, path: str, before: bytes) -> None:
-        key, now = disk.key(path), time.time()
+        key, now = self._key(path), time.time()
         if self.turns.owner_of(key) is not None:
             return  # a hook named it: that turn has its text from before
         hooked = [t for t in self.turns.open_turns() if t.claude is not None]
@@ -223,26 +253,32 @@ class ReviewFeature(Feature):
             for key, change in list(turn.files.items()):  # as far as it got
                 after, ok = await self._read(change.path)
                 self.turns.written(turn, key, after if ok else None)
-        await editor.call_lua(MODULE, "show", payload(self._label(turn), self.paths))
+        await editor.call_lua(MODULE, "show", payload(self._label(turn), self._in_neovim))
 
     async def _revert(self, editor: Editor, path: str, number: int | None,
                       how: Any) -> None:
-        key = disk.key(self.paths.to_claude(path))
-        turn = self.turns.get(number) if number is not None else self.turns.latest_with(key)
-        change = turn.files.get(key) if turn is not None else None
-        if turn is None or change is None:
+        claude_path = self.paths.to_claude(path)
+        key = self._key(claude_path) if claude_path is not None else None
+        turn = self.turns.get(number) if number is not None else (
+            self.turns.latest_with(key) if key is not None else None)
+        change = turn.files.get(key) if turn is not None and key is not None else None
+        local = self._in_neovim(change.path) if change is not None else None
+        if turn is None or change is None or local is None:
             await editor.call_lua(MODULE, "revert", path, None, how)
             return
         await editor.call_lua(MODULE, "revert", path, {
-            "number": turn.number, "label": self._label(turn).label,
-            "path": self.paths.to_neovim(change.path),
-            "before": change.before, "after": change.after}, how)
+            "number": turn.number, "label": self._label(turn).label, "path": local,
+            "before": change.before, "after": change.after,
+            # A Claude on another host: the file here must still be what its write left.
+            "check": self.paths.confines}, how)
 
 
-def payload(turn: Turn, paths: PathMap) -> JSON:
-    """A turn as review.lua shows it, in Neovim's paths: each file's bytes before and after
-    (``None``: none)."""
+def payload(turn: Turn, in_neovim: Callable[[str], str | None]) -> JSON:
+    """A turn as review.lua shows it, in Neovim's paths (``in_neovim``; ``None``: outside the
+    map, left out): each file's bytes before and after (``None``: none)."""
+    changes = [(in_neovim(c.path), c) for c in turn.files.values()]
+    too_big = (in_neovim(path) for path in turn.too_big.values())
     return {**turn.summary(),
-            "changes": [{"path": paths.to_neovim(c.path), "before": c.before, "after": c.after}
-                        for c in turn.files.values()],
-            "too_big": [paths.to_neovim(path) for path in turn.too_big.values()]}
+            "changes": [{"path": local, "before": c.before, "after": c.after}
+                        for local, c in changes if local is not None],
+            "too_big": [local for local in too_big if local is not None]}

@@ -443,6 +443,22 @@ local function write(buf, eol)
   return ok
 end
 
+-- Why the whole of `change`'s file may not be taken back or deleted, if it may not: for a
+-- Claude on another host (`change.check`, a path map), the file here must still be the one
+-- its write left, byte for byte (or still absent, if it deleted it); anything else is not
+-- the file Claude's turn recorded. A hunk is taken back only where its lines are still
+-- Claude's (stale hunks are refused), so hunks need no such check.
+local function not_as_left(change, name, whose)
+  if not change.check then return nil end
+  local after = nil_if_none(change.after)
+  local data = core.read_file(change.path)
+  if (data ~= nil and data == after) or (after == nil and uv.fs_lstat(change.path) == nil) then
+    return nil
+  end
+  return ('%s is not as %s left it (it changed since, or is another file): not taken back, '
+    .. 'nothing written or deleted'):format(name, whose)
+end
+
 -- Take back, in `change` (path, before, after, number, label: from the server), the hunks on
 -- `how`'s lines (line1, line2; side 'before': lines of the text before), or the whole file
 -- (bang): in its buffer, written to disk unless the buffer has unsaved changes.
@@ -453,6 +469,8 @@ function M.revert(path, change, how)
     return tell(('no change of Claude\'s recorded in %s'):format(name), 'WARN')
   end
   local whose = ('Claude\'s turn %d'):format(change.number)
+  local refused = how.bang and not_as_left(change, name, whose)
+  if refused then return tell(refused, 'WARN') end
   local buf = core.find_buffer({ path })
   if buf and api.nvim_buf_is_loaded(buf) then core.refresh(buf) end
   if nil_if_none(change.before) == nil then

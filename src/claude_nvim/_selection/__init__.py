@@ -21,6 +21,9 @@ from .._wire.jsonrpc import notification
 
 MODULE = "claude_nvim.selection"
 NOTIFICATION = "claude_nvim_selection"
+OUTSIDE = ("The active editor's file is outside the folders mapped for this Claude "
+           "(serve --path-map): nothing of it is sent")
+"""The selection tools' answer for a file outside the map (a Claude on another host)."""
 TEXT_CAP = 10_000
 """Bytes of selection text a notification carries (the CLI uses 2,000 characters)."""
 WINDOW_MS = 50
@@ -128,7 +131,9 @@ class SelectionFeature(Feature):
 
     def _update(self, args: list[Any]) -> None:
         if args and isinstance(args[0], dict):
-            self.tracker.update(self.paths.to_claude_fields(args[0]))
+            payload = self.paths.to_claude_fields(args[0])
+            if payload is not None:  # a file outside the mapped folders: nothing is sent
+                self.tracker.update(payload)
 
     async def push(self, send: Send) -> None:
         version = 0

@@ -8,6 +8,10 @@ reports: an accepted diff's file once the CLI has written it (close_tab), every 
 sees in the directories of Neovim's files (Linux's inotify: auto and acceptEdits modes write
 without a diff), and whatever calls :meth:`WritesFeature.written` (``ToolContext.written``:
 the hooks' PostToolUse, once they are there).
+
+With a path map the far side is less trusted than Neovim's host: a write it reports is shown
+only for a file inside a mapped folder (normalised, no symlink leading out here); any other is
+refused and changes nothing (:meth:`WritesFeature.show`, the one door).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import trio
 from .._feature import JSON, Feature, NotificationHandler
 from .._nvim.editor import Editor
 from .._nvim.lua import shared_module
+from .._paths import OutsideMap
 from .watcher import Watcher
 
 log = logging.getLogger(__name__)
@@ -67,13 +72,19 @@ class WritesFeature(Feature):
 
     def written(self, path: str) -> None:
         """The file at ``path`` (here, on Claude's host) was written: show it in Neovim."""
+        try:
+            path = self.paths.claude_path(path)
+        except OutsideMap as why:
+            log.warning("a write refused, nothing shown: %s", why)
+            return
         if self.enabled and self._nursery is not None and path not in self._due:
             self._due.add(path)
             self._nursery.start_soon(self._report, path)
 
     def _files(self, args: list[Any]) -> None:
         names = args[0] if args and isinstance(args[0], list) else []
-        self._open = {self.paths.to_claude(str(name)) for name in names}
+        self._open = {path for name in names
+                      if (path := self.paths.to_claude(str(name))) is not None}
         if self._watcher is not None:
             self._watcher.watch_only({os.path.dirname(path) for path in self._open
                                       if path.startswith("/")})
@@ -87,15 +98,27 @@ class WritesFeature(Feature):
         await trio.sleep(GATHER_SECONDS)
         self._due.discard(path)
         data = await trio.to_thread.run_sync(self._read, path)
-        if data is None or self._editor is None:
-            return
+        if data is not None:
+            await self.show(path, data)
+
+    async def show(self, path: str, data: bytes) -> str | None:
+        """Show ``data``, the bytes of Claude's file ``path`` just written, in Neovim's buffer of
+        it: the one door of a reported write. With a map, a path outside it (or a symlink there
+        leading out) is refused: nothing changes, the log says why, and the answer is None."""
         try:
-            shown = await self._editor.call_lua(MODULE, "written", self.paths.to_neovim(path),
-                                                data)
+            local = self.paths.to_neovim(self.paths.claude_path(path))
+        except OutsideMap as why:
+            log.warning("a write refused, nothing shown: %s", why)
+            return None
+        if self._editor is None or len(data) > self.max_file_bytes:
+            return None
+        try:
+            shown: str = await self._editor.call_lua(MODULE, "written", local, data)
         except Exception as exc:  # Neovim busy or gone: normal life
             log.debug("could not show %s in Neovim: %s", path, exc)
-            return
+            return None
         log.debug("%s written here: %s in Neovim", path, shown)
+        return shown
 
     def _read(self, path: str) -> bytes | None:
         try:  # without waiting: a FIFO would hold the read until a writer came

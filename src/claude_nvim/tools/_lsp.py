@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._paths import OutsideMap
 from .._tool import JSON, ToolContext, ToolError, ToolResult, json_result
 
 
@@ -86,7 +87,10 @@ async def run(ctx: ToolContext, request: JSON, limits: Limits = DEFAULT_LIMITS) 
     }
     value: Any = await ctx.replies.call(ctx.editor, ctx.tool.lua_module, "run",
                                         {**request, **bounds}, timeout=limits.request_timeout)
-    return json_result(ordered(ctx.paths.to_claude_fields(value)))
+    answer = ctx.paths.to_claude_fields(value)  # locations outside the map are left out
+    if answer is None:
+        raise OutsideMap("the file's buffer is outside the mapped folders")
+    return json_result(ordered(answer))
 
 
 KEY_ORDER = ("uri", "name", "kind", "containerName", "detail", "range", "start", "end", "line",

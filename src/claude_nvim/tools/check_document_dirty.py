@@ -22,9 +22,10 @@ return M
 
 async def check_document_dirty(ctx: ToolContext, args: JSON) -> ToolResult:
     found = await ctx.call_lua("check", ctx.paths.candidates(args["filePath"]))
+    found = ctx.paths.to_claude_fields(found)  # None: its buffer is named outside the map
     if found is None:
         return not_open(args["filePath"])
-    return json_result({"success": True, **ctx.paths.to_claude_fields(found),
+    return json_result({"success": True, **found,
                         "isUntitled": False})
 
 

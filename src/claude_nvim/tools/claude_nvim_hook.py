@@ -6,12 +6,21 @@ from __future__ import annotations
 
 from .._hooks import TOOL as NAME
 from .._hooks import HookEvent
+from .._paths import OutsideMap
 from .._tool import IDE, JSON, Register, Tool, ToolContext, ToolResult, text_result
 from ..hookspecs import hookimpl
 
 
 async def claude_nvim_hook(ctx: ToolContext, args: JSON) -> ToolResult:
-    await ctx.hooks.receive(ctx.connection.id, HookEvent.from_arguments(args))
+    event = HookEvent.from_arguments(args)
+    if event.path:
+        try:  # with a path map, a file the far side may not touch is dropped from the event
+            event.path = ctx.paths.claude_path(event.path)
+        except OutsideMap as why:
+            ctx.log.warning("hook %s of %s: its file refused, nothing recorded: %s", event.name,
+                            ctx.connection.label or ctx.connection.id, why)
+            event.path = ""
+    await ctx.hooks.receive(ctx.connection.id, event)
     # claude reads a hook's text as its output: an empty JSON object asks for nothing (plain
     # text would be context added to the prompt, for UserPromptSubmit).
     return text_result("{}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from functools import partial
 
 from .._nvim.lua import read_lua
+from .._paths import OutsideMap
 from .._tool import JSON, MODEL, Register, Tool, ToolContext, ToolError, ToolResult
 from ..hookspecs import hookimpl
 from . import lua_answer
@@ -22,7 +23,11 @@ async def get_buffer_text(ctx: ToolContext, args: JSON, *, max_lines: int,
     request = {k: args[k] for k in ("startLine", "endLine") if k in args}
     answer = await ctx.call_lua("read", ctx.paths.candidates(path),
                                 {**request, "max_lines": max_lines, "max_bytes": max_bytes})
-    return lua_answer(ctx.paths.to_claude_fields(answer), ORDER)
+    if "error" not in answer:
+        answer = ctx.paths.to_claude_fields(answer)
+        if answer is None:  # found through a buffer named outside the map
+            raise OutsideMap(path + ": its buffer is outside the mapped folders")
+    return lua_answer(answer, ORDER)
 
 
 def make_tool(*, max_lines: int = 2000, max_bytes: int = 100_000) -> Tool:

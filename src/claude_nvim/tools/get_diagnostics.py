@@ -27,19 +27,23 @@ async def get_diagnostics(ctx: ToolContext, args: JSON) -> ToolResult:
         while part.get("next") is not None:  # a slice of the buffers per call: see M.all
             part = await ctx.call_lua("all", part["next"], SLICE_MS)
             files += part["files"]
-        if ctx.paths:
-            files = [_uri_to_claude(ctx.paths, file) for file in files]
+        if ctx.paths.confines:  # files outside the mapped folders are left out
+            files = [f for f in (_uri_to_claude(ctx.paths, file) for file in files) if f]
         return text_result("[" + ",".join(files) + "]")
 
 
 _URI_START = len('{"uri":')
 
 
-def _uri_to_claude(paths: PathMap, file: str) -> str:
+def _uri_to_claude(paths: PathMap, file: str) -> str | None:
     """One file's JSON from Lua (``{"uri":"file://...","diagnostics":[...]}``) with its URI on
-    Claude's side: only that string is decoded, not the diagnostics after it."""
+    Claude's side (``None``: outside the map): only that string is decoded, not the
+    diagnostics after it."""
     uri, end = _DECODER.raw_decode(file, _URI_START)
-    return file[:_URI_START] + json.dumps(paths.uri_to_claude(uri), ensure_ascii=False) + file[end:]
+    mapped = paths.uri_to_claude(uri)
+    if mapped is None:
+        return None
+    return file[:_URI_START] + json.dumps(mapped, ensure_ascii=False) + file[end:]
 
 
 _DECODER = json.JSONDecoder()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .._selection import read_full
+from .._selection import OUTSIDE, read_full
 from .._tool import BOTH, JSON, Register, Tool, ToolContext, ToolResult, json_result
 from ..hookspecs import hookimpl
 
@@ -14,7 +14,10 @@ async def get_latest_selection(ctx: ToolContext, args: JSON) -> ToolResult:
     payload = await read_full(ctx.editor, ctx.big_reads, "latest")
     if payload is None:
         return json_result({"success": False, "message": "No selection history"})
-    return json_result({"success": True, **ctx.paths.to_claude_fields(payload)})
+    payload = ctx.paths.to_claude_fields(payload)
+    if payload is None:  # nothing of a file outside the mapped folders is sent
+        return json_result({"success": False, "message": OUTSIDE})
+    return json_result({"success": True, **payload})
 
 
 TOOL = Tool(

@@ -13,7 +13,7 @@ from ..hookspecs import hookimpl
 
 
 async def get_workspace_folders(ctx: ToolContext, args: JSON) -> ToolResult:
-    paths = [ctx.paths.to_claude(p) for p in await ctx.editor.call_lua(CORE, "workspace_folders")]
+    paths = ctx.paths.folders_to_claude(await ctx.editor.call_lua(CORE, "workspace_folders"))
     folders = [
         {"name": os.path.basename(p) or p, "uri": file_url(p), "path": p, "index": i}
         for i, p in enumerate(paths)

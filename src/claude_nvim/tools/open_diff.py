@@ -14,11 +14,11 @@ from ..hookspecs import hookimpl
 async def open_diff(ctx: ToolContext, args: JSON) -> ToolResult:
     tab_name = args["tab_name"]
     contents = args["new_file_contents"]
+    candidates = ctx.paths.candidates(args["new_file_path"])  # refused outside the map
     diff = ctx.diffs.open(tab_name, ctx.connection.id, contents)
-    diff.path = args["new_file_path"]
+    diff.path = ctx.paths.claude_path(args["new_file_path"])
     try:
-        refusal = await ctx.editor.call_lua(DIFFS, "open", diff.id,
-                                            ctx.paths.candidates(args["new_file_path"]),
+        refusal = await ctx.editor.call_lua(DIFFS, "open", diff.id, candidates,
                                             split_lines(contents), tab_name,
                                             ctx.connection.label, ctx.connection.terminal)
         if refusal:

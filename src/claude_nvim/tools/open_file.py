@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._nvim.lua import read_lua
+from .._paths import OutsideMap
 from .._tool import (
     IDE,
     JSON,
@@ -37,7 +38,10 @@ async def open_file(ctx: ToolContext, args: JSON) -> ToolResult:
     if "error" in opened:
         raise ToolError(opened["error"])
     if "json" in opened:
-        return json_result(ctx.paths.to_claude_fields(opened["json"]))
+        answer = ctx.paths.to_claude_fields(opened["json"])
+        if answer is None:  # its buffer is named outside the map
+            raise OutsideMap(args["filePath"] + ": its buffer is outside the mapped folders")
+        return json_result(answer)
     return text_result(opened["text"])
 
 

@@ -35,10 +35,10 @@ return M
 
 
 async def save_document(ctx: ToolContext, args: JSON) -> ToolResult:
-    saved = await ctx.call_lua("save", ctx.paths.candidates(args["filePath"]))
-    if saved is None:
+    saved = ctx.paths.to_claude_fields(
+        await ctx.call_lua("save", ctx.paths.candidates(args["filePath"])))
+    if saved is None:  # not open (or its buffer is named outside the map)
         return not_open(args["filePath"])
-    saved = ctx.paths.to_claude_fields(saved)
     if "error" in saved:
         return json_result({"success": False, "filePath": saved["filePath"],
                             "message": f"Failed to save file: {saved['error']}"})
