@@ -9,6 +9,7 @@ import contextlib
 import os
 import random
 import shutil
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ import trio
 import claude_nvim
 from claude_nvim._nvim.headless import find_nvim
 from claude_nvim.testing import running_app
-from helpers import WAIT, edit, inotify_watches, messages
+from helpers import WAIT, Gate, edit, inotify_watches, messages
 
 BUFSYNC_LUA = Path(claude_nvim.__file__).parent / "_bufsync" / "bufsync.lua"
 
@@ -550,8 +551,15 @@ async def test_a_checkout_reloads_the_buffers_in_windows_first_and_all_in_the_en
       vim.api.nvim_create_autocmd('FileChangedShellPost', { callback = function(ev)
         table.insert(_G.reloaded, ev.buf)
       end })""")
-    for path in paths:
-        path.write_text(numbered(30, "new"))
+    # A checkout writes them all at once: Neovim is held while they are written (on a busy
+    # machine the writes would otherwise take longer than the watchers' quiet time).
+    gate = Gate(tmp_path / "gate")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(partial(ui.exec_lua, gate.HOLD, gate.path, timeout=None))
+        await gate.held()
+        for path in paths:
+            path.write_text(numbered(30, "new"))
+        await gate.release()
     with trio.fail_after(WAIT):
         while len(await ui.exec_lua("return _G.reloaded")) < len(paths):
             await trio.sleep(0.05)
