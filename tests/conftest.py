@@ -10,7 +10,7 @@ import pytest
 
 from helpers import attach_ui
 
-pytest_plugins = ["claude_nvim.testing", "pytester", "plugin_kit"]
+pytest_plugins = ["claude_nvim.testing", "pytester", "plugin_kit", "leftovers"]
 
 
 @pytest.fixture(autouse=True)

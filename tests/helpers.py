@@ -30,6 +30,11 @@ from claude_nvim._tool import ConnectionInfo, ToolContext
 if TYPE_CHECKING:  # imported by conftest.py: pytest must load claude_nvim.testing first
     from claude_nvim.testing import McpClient
 
+WAIT = 60.0
+"""Seconds a test waits for a condition before failing: a guard against hangs only. Tests wait
+for what they expect (``eventually``, ``trio.fail_after(WAIT)`` around a loop), never for a
+time; a busy machine takes seconds where an idle one takes milliseconds."""
+
 
 async def call(client: McpClient, name: str, arguments: dict | None = None) -> Any:
     """The decoded answer of a tool call that must succeed (McpClient.call_json)."""
@@ -66,7 +71,7 @@ async def messages(nvim) -> str:
     return (await nvim.request("nvim_exec2", "messages", {"output": True}))["output"]
 
 
-async def eventually(nvim, lua: str, *args: Any, timeout: float = 5.0) -> Any:
+async def eventually(nvim, lua: str, *args: Any, timeout: float = WAIT) -> Any:
     """Poll a Lua chunk in Neovim until it returns something truthy; returns that."""
     with trio.fail_after(timeout):
         while True:
@@ -74,6 +79,34 @@ async def eventually(nvim, lua: str, *args: Any, timeout: float = 5.0) -> Any:
             if value:
                 return value
             await trio.sleep(0.01)
+
+
+class Gate:
+    """A named pipe that holds Neovim busy until the test lets it go: busy for as long as the
+    test needs, not for a time. ``await nvim.exec_lua(gate.HOLD, gate.path)`` blocks Neovim
+    (reading the pipe); :meth:`held` waits until it is blocked there; :meth:`release` ends it."""
+
+    HOLD = "io.open(..., 'r'):read('*a')"
+
+    def __init__(self, path: Path) -> None:
+        os.mkfifo(path)
+        self.path = str(path)
+        self._writer: int | None = None
+
+    async def held(self) -> None:
+        """Once Neovim is reading the pipe (a writer can open it only then)."""
+        with trio.fail_after(WAIT):
+            while self._writer is None:
+                try:
+                    self._writer = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK)
+                except OSError:  # ENXIO: no reader yet
+                    await trio.sleep(0.01)
+
+    async def release(self) -> None:
+        await self.held()
+        assert self._writer is not None
+        os.close(self._writer)  # end of file: the read returns
+        self._writer = None
 
 
 def environment(config_dir: Path | str, **extra: str) -> dict[str, str]:
@@ -112,7 +145,7 @@ class PendingDiff:
         self.result = await self.client.call_tool("openDiff", self.args)
         self.done.set()
 
-    async def outcome(self, timeout: float = 5.0) -> list[str]:
+    async def outcome(self, timeout: float = WAIT) -> list[str]:
         with trio.fail_after(timeout):
             await self.done.wait()
         return [item["text"] for item in self.result["content"]]

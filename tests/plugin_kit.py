@@ -15,6 +15,7 @@ import trio
 
 from claude_nvim._nvim.headless import headless_nvim
 from claude_nvim.testing import attached_editor
+from helpers import WAIT
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -151,7 +152,7 @@ async def user(claude_dir):
 
 
 async def claude_started(tmp_path: Path) -> dict:
-    with trio.fail_after(20):
+    with trio.fail_after(WAIT):
         while not (tmp_path / "started.json").exists():
             await trio.sleep(0.05)
         while True:
@@ -172,7 +173,7 @@ def alive(pid: int) -> bool:
 async def claudes_started(tmp_path: Path, count: int) -> list[dict]:
     """The first ``count`` stand-ins started, once they all have."""
     path = tmp_path / "started.jsonl"
-    with trio.fail_after(20):
+    with trio.fail_after(WAIT):
         while len(lines := path.read_text().splitlines() if path.exists() else []) < count:
             await trio.sleep(0.05)
     return [json.loads(line) for line in lines]

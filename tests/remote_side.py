@@ -10,7 +10,6 @@ why and skip; on CI (``CI=true``) they fail instead, as CI can.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import grp
 import importlib.metadata
 import itertools
@@ -33,11 +32,11 @@ import pytest
 import trio
 
 import claude_nvim
+import leftovers
+from helpers import WAIT
 
 ROOT = Path(__file__).resolve().parent.parent
 STAND_IN = Path(__file__).resolve().parent / "stand_in_claude.py"
-USER = "claude-nvim-remote"
-"""The second user, made by the tests (useradd) the first time and kept."""
 
 
 def cannot(why: str) -> None:
@@ -57,18 +56,18 @@ def need_root_on_linux() -> None:
 # The second user, its sshd, and a claude-nvim it can run.
 
 
-def second_user() -> pwd.struct_passwd:
-    """The second user, made if need be (a home, /bin/sh)."""
+@contextlib.contextmanager
+def second_user() -> Iterator[pwd.struct_passwd]:
+    """A second user of the test's own (a home, /bin/sh), removed with its processes after."""
     need_root_on_linux()
-    with _locked("user"):
-        try:
-            return pwd.getpwnam(USER)
-        except KeyError:
-            pass
-        if shutil.which("useradd") is None:
-            cannot("no useradd here to make a second user")
-        subprocess.run(["useradd", "--create-home", "--shell", "/bin/sh", USER], check=True)
-        return pwd.getpwnam(USER)
+    if shutil.which("useradd") is None or shutil.which("userdel") is None:
+        cannot("no useradd/userdel here to make a second user")
+    name = leftovers.user_name()
+    subprocess.run(["useradd", "--create-home", "--shell", "/bin/sh", name], check=True)
+    try:
+        yield pwd.getpwnam(name)
+    finally:
+        leftovers.remove_user(name)
 
 
 def find_sshd() -> str:
@@ -82,26 +81,17 @@ def find_sshd() -> str:
         import sshd_bundle
     finally:
         sys.path.pop(0)
-    try:
-        return str(sshd_bundle.build(sshd_bundle.default_directory()))
+    try:  # kept between runs, as a cache: outside the run's own $TMPDIR
+        return str(sshd_bundle.build(Path(os.environ.get(leftovers.OUTSIDE)
+                                          or tempfile.gettempdir()) / "claude-nvim-sshd"))
     except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
         cannot(f"no sshd: {exc}")
         raise  # not reached
 
 
-def _locked(name: str) -> contextlib.AbstractContextManager[Any]:
-    @contextlib.contextmanager
-    def lock() -> Iterator[None]:
-        path = Path(tempfile.gettempdir()) / f"claude-nvim-tests-{name}.lock"
-        with open(path, "w") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
-            yield
-    return lock()
-
-
 def shared_directory(user: pwd.struct_passwd, prefix: str) -> Path:
     """A new directory of ``user``'s that only they (and root) can enter."""
-    path = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    path = Path(tempfile.mkdtemp(prefix=prefix))
     os.chown(path, user.pw_uid, user.pw_gid)
     return path
 
@@ -202,6 +192,9 @@ def sshd(client_dir: Path, server_dir: Path, user: pwd.struct_passwd, *,
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
+    # Its sessions are the run's too (leftovers.py), with its $TMPDIR.
+    environment = {**environment, leftovers.MARK: os.environ[leftovers.MARK],
+                   "TMPDIR": tempfile.gettempdir()}
     set_env = " ".join(f"{k}={v}" for k, v in environment.items())
     (server_dir / "sshd_config").write_text(f"""ListenAddress 127.0.0.1
 Port {port}
@@ -241,7 +234,8 @@ LogLevel VERBOSE
             [binary, "-D", "-e", "-f", str(server_dir / "sshd_config")], stdout=out,
             stderr=subprocess.STDOUT, user=user.pw_uid, group=user.pw_gid,
             extra_groups=[grp.getgrnam("tty").gr_gid],
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, cwd=server_dir)
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                 leftovers.MARK: os.environ[leftovers.MARK]}, cwd=server_dir)
     try:
         deadline = time.monotonic() + 10
         while b"Server listening" not in log.read_bytes():
@@ -334,7 +328,7 @@ class StandIn:
         self._arrived.set()
 
     async def first(self, match: Callable[[dict[str, Any]], bool], *, after: int = 0,
-                    timeout: float = 20) -> dict[str, Any]:
+                    timeout: float = WAIT) -> dict[str, Any]:
         """The first message from index ``after`` on that ``match`` takes."""
         with trio.move_on_after(timeout):
             while True:
@@ -354,7 +348,7 @@ class StandIn:
         await self.process.stdin.send_all(json.dumps(command).encode() + b"\n")
         return number
 
-    async def answer(self, number: int, timeout: float = 20) -> dict[str, Any]:
+    async def answer(self, number: int, timeout: float = WAIT) -> dict[str, Any]:
         return await self.first(lambda m: m.get("id") == number, timeout=timeout)
 
     async def call(self, name: str, args: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -9,7 +9,7 @@ import trio
 
 from claude_nvim.testing import mcp_client, model_client_of
 from claude_nvim.tools import get_buffer_text, get_quickfix_list
-from helpers import call, edit, error
+from helpers import WAIT, call, edit, error
 
 # getBufferText
 
@@ -87,12 +87,12 @@ async def test_a_file_replaced_by_a_fifo_is_not_reloaded(model, nvim, tmp_path, 
     fifo.write_text("one\n")
     await edit(nvim, fifo)
     os.replace(pipe, fifo)  # a neighbour puts a FIFO in its place
-    with trio.fail_after(10):
+    with trio.fail_after(WAIT):
         answer = await call(model, "getBufferText", {"filePath": str(fifo)})
         assert answer["text"] == "one"
         assert await model.call_json("getDiagnostics", {"uri": f"file://{fifo}"}) == \
             [{"uri": f"file://{fifo}", "diagnostics": []}]
-    assert await nvim.exec_lua("return 1", timeout=2) == 1
+    assert await nvim.exec_lua("return 1", timeout=WAIT) == 1
 
 
 @pytest.mark.usefixtures("one_mb_file_limit")

@@ -9,6 +9,7 @@ import contextlib
 import os
 import random
 import shutil
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ import trio
 import claude_nvim
 from claude_nvim._nvim.headless import find_nvim
 from claude_nvim.testing import running_app
-from helpers import edit, inotify_watches, messages
+from helpers import WAIT, Gate, edit, inotify_watches, messages
 
 BUFSYNC_LUA = Path(claude_nvim.__file__).parent / "_bufsync" / "bufsync.lua"
 
@@ -59,13 +60,13 @@ async def lines(nvim, buf: int) -> list[str]:
     return await nvim.request("nvim_buf_get_lines", buf, 0, -1, False)
 
 
-async def eventually_lines(nvim, buf: int, expected: list[str], timeout: float = 5.0) -> None:
+async def eventually_lines(nvim, buf: int, expected: list[str], timeout: float = WAIT) -> None:
     with trio.fail_after(timeout):
         while await lines(nvim, buf) != expected:
             await trio.sleep(0.01)
 
 
-async def eventually_message(nvim, text: str, timeout: float = 5.0) -> str:
+async def eventually_message(nvim, text: str, timeout: float = WAIT) -> str:
     with trio.fail_after(timeout):
         while text not in (found := await messages(nvim)):
             await trio.sleep(0.01)
@@ -136,7 +137,7 @@ async def test_a_buffer_with_unsaved_changes_is_left_alone_with_one_warning(app,
     rename_over(path, "claude_again()\n")  # still the same conflict: no second warning
     await barrier(ui, tmp_path)
     # Neovim's own check (as on focus gained, after :!cmd) stops at no dialog either.
-    with trio.fail_after(5):
+    with trio.fail_after(WAIT):
         await ui.request("nvim_command", "checktime")
     assert await not_blocked(ui)
     assert await lines(ui, buf) == ["mine()"]
@@ -153,7 +154,7 @@ async def test_a_deleted_file_keeps_its_buffer_with_a_warning(app, ui, tmp_path)
     await eventually_message(ui, "main.py was deleted on disk; the buffer keeps its text")
     assert await lines(ui, buf) == ["foo()"]
     assert await ui.request("nvim_buf_is_loaded", buf)
-    with trio.fail_after(5):  # Neovim's own check would stall a second on its message
+    with trio.fail_after(WAIT):  # Neovim's own check would stall a second on its message
         await ui.request("nvim_command", "checktime")
     assert await not_blocked(ui)
     path.write_text("back()\n")  # the file comes back: the buffer follows it again
@@ -384,7 +385,7 @@ async def test_after_a_reload_a_write_asks_nothing(app, ui, tmp_path):
     path.write_text("one\ntwo\n")
     await eventually_lines(ui, buf, ["one", "two"])
     await ui.request("nvim_input", "Gothree<Esc>:w<CR>")
-    with trio.fail_after(5):
+    with trio.fail_after(WAIT):
         while path.read_text() != "one\ntwo\nthree\n":
             await trio.sleep(0.01)
     assert await not_blocked(ui)  # no "The file has been changed since reading it!!!"
@@ -393,7 +394,7 @@ async def test_after_a_reload_a_write_asks_nothing(app, ui, tmp_path):
     os.utime(path, (1, 1))
     await ui.request("nvim_command", "checktime")
     await ui.request("nvim_input", "Gofour<Esc>:w<CR>")
-    with trio.fail_after(5):
+    with trio.fail_after(WAIT):
         while path.read_text() != "one\ntwo\nthree\nfour\n":
             await trio.sleep(0.01)
     assert await not_blocked(ui)
@@ -459,7 +460,7 @@ async def test_a_file_swapped_for_a_fifo_after_its_check_never_blocks_neovim(app
     os.mkfifo(tmp_path / "main.py.fifo")
     await ui.exec_lua(put_fifo_after_each_stat(path))
     try:
-        with trio.fail_after(5):
+        with trio.fail_after(WAIT):
             await eventually_message(ui, "main.py is not a regular file (a FIFO); not reloaded")
             await ui.exec_lua("_G.restore_stat()")
     finally:
@@ -478,7 +479,7 @@ async def test_neovims_own_checks_never_open_a_fifo(app, ui, tmp_path, autoread,
     os.mkfifo(tmp_path / "pipe")
     os.replace(tmp_path / "pipe", path)  # Neovim checks before bufsync's watcher settles
     try:
-        with trio.fail_after(5):
+        with trio.fail_after(WAIT):
             for _ in range(2):  # and after
                 if check == "checktime":
                     await ui.request("nvim_command", "checktime")
@@ -550,9 +551,16 @@ async def test_a_checkout_reloads_the_buffers_in_windows_first_and_all_in_the_en
       vim.api.nvim_create_autocmd('FileChangedShellPost', { callback = function(ev)
         table.insert(_G.reloaded, ev.buf)
       end })""")
-    for path in paths:
-        path.write_text(numbered(30, "new"))
-    with trio.fail_after(30):
+    # A checkout writes them all at once: Neovim is held while they are written (on a busy
+    # machine the writes would otherwise take longer than the watchers' quiet time).
+    gate = Gate(tmp_path / "gate")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(partial(ui.exec_lua, gate.HOLD, gate.path, timeout=None))
+        await gate.held()
+        for path in paths:
+            path.write_text(numbered(30, "new"))
+        await gate.release()
+    with trio.fail_after(WAIT):
         while len(await ui.exec_lua("return _G.reloaded")) < len(paths):
             await trio.sleep(0.05)
     order = await ui.exec_lua("return _G.reloaded")
@@ -576,13 +584,13 @@ async def test_a_reload_while_an_autocmd_waits_writes_nothing(app, client, ui, t
     answer = await client.call_json("checkDocumentDirty", {"filePath": str(path)})
     assert answer["isDirty"] is False
     await eventually_lines(ui, buf, ["one", "two"])
-    with trio.fail_after(5):
+    with trio.fail_after(WAIT):
         while not await not_blocked(ui) or await ui.exec_lua("return vim.bo[...].modified", buf):
             await trio.sleep(0.05)
     now = os.stat(path)
     assert (now.st_ino, now.st_mtime_ns) == (written.st_ino, written.st_mtime_ns)
     await ui.request("nvim_input", "Gothree<Esc>:w<CR>")  # and Neovim knows the file it shows
-    with trio.fail_after(5):
+    with trio.fail_after(WAIT):
         while path.read_text() != "one\ntwo\nthree\n":
             await trio.sleep(0.01)
     assert await not_blocked(ui)
@@ -649,7 +657,7 @@ async def test_any_sequence_of_versions_shows_each_exactly(app, ui, tmp_path, bi
         path.write_text(text)
         eol = text == "" or text.endswith("\n")  # and the lines Neovim reads:
         version = (text[:-1] if eol else text).split("\n")
-        with trio.fail_after(5):
+        with trio.fail_after(WAIT):
             while await ui.exec_lua(reloads, buf) == before:
                 await trio.sleep(0.005)
         assert await lines(ui, buf) == version

@@ -16,7 +16,7 @@ import pytest
 import trio
 
 from claude_nvim._nvim.headless import headless_nvim
-from helpers import eventually
+from helpers import WAIT, eventually
 
 # Claude's Ctrl+G, played by a stand-in in a Neovim terminal: the prompt text in a file, the
 # editor run on it (as claude runs it) on the terminal, then what came back, in result.json.
@@ -73,7 +73,7 @@ end"""
 
 async def result(tmp_path: Path) -> dict:
     path = tmp_path / "result.json"
-    with trio.fail_after(10):
+    with trio.fail_after(WAIT):
         while not path.exists() or not path.read_text():
             await trio.sleep(0.05)
     return json.loads(path.read_text())
@@ -115,11 +115,11 @@ async def test_when_neovim_goes_away_the_edit_is_discarded(ui, app, tmp_path):
         editing = subprocess.Popen([*command, "+1", str(prompt)],
                                    env={**os.environ, "NVIM": address},
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        with trio.fail_after(10):
+        with trio.fail_after(WAIT):
             while editing.stdout and "editing" not in editing.stdout.readline():
                 await trio.sleep(0.01)
         process.kill()
-        _, err = editing.communicate(timeout=10)
+        _, err = editing.communicate(timeout=WAIT)
     assert editing.returncode == 1
     assert "Neovim went away" in err
 
@@ -144,7 +144,7 @@ async def test_outside_neovim_it_is_the_users_own_editor(ui, app, tmp_path, name
     prompt = tmp_path / "p.md"
     prompt.write_text("text")
     env = {k: v for k, v in os.environ.items() if k != "NVIM"}
-    done = subprocess.run([*command, "+4", str(prompt)], timeout=30, capture_output=True,
+    done = subprocess.run([*command, "+4", str(prompt)], timeout=WAIT, capture_output=True,
                           env={**env, "CLAUDE_NVIM_USER_EDITOR": f"{own} --wait"})
     assert done.returncode == 3  # its own exit code
     assert prompt.read_text() == "text (edited)"

@@ -12,7 +12,7 @@ from pathlib import Path
 import trio
 
 from claude_nvim.testing import mcp_client
-from helpers import PendingDiff, diff_args, eventually, handed_over, messages, mode
+from helpers import WAIT, PendingDiff, diff_args, eventually, handed_over, messages, mode
 from plugin_kit import TABLINE, claudes_started
 
 # Type `text` (and Enter) into Claude `n`'s terminal.
@@ -38,7 +38,7 @@ return { vim.api.nvim_eval_statusline(vim.wo[win].winbar,
 
 async def json_file(path: Path) -> dict:
     """The JSON in ``path``, once it is there whole."""
-    with trio.fail_after(10):
+    with trio.fail_after(WAIT):
         while True:
             try:
                 return json.loads(path.read_text())
@@ -51,7 +51,7 @@ async def two_claudes(user) -> None:
     await user.request("nvim_input", "<C-\\><C-n>")
     await user.request("nvim_command", "ClaudeNvimNew")
     await eventually(user, "local s = vim.g.claude_nvim_server\n"
-                           "return s and s.claude and s.clients == 2", timeout=20)
+                           "return s and s.claude and s.clients == 2", timeout=WAIT)
 
 
 async def test_a_claude_is_named_by_its_title_or_by_the_user(user, claude_dir):
@@ -257,7 +257,7 @@ async def test_waiting_and_done_are_shown_and_told_when_out_of_sight(user, claud
     await user.exec_lua(TYPE, 1, "stop")
     notified = await eventually(user, "return #_G.notified > 0 and _G.notified")
     assert notified == [["Claude 1 is done", 2, "claude-nvim"]]
-    with trio.move_on_after(5):  # the bell comes with Neovim's next screen update
+    with trio.fail_after(WAIT):  # the bell comes with Neovim's next screen update
         while not bells:
             await trio.sleep(0.02)
     assert bells == ["bell"]

@@ -21,14 +21,14 @@ import trio
 
 import claude_nvim
 from claude_nvim.testing import mcp_client
-from helpers import environment
+from helpers import WAIT, environment
 
 SERVE = [sys.executable, "-m", "claude_nvim", "serve"]
 
 
 async def wait_for_lock(config_dir: Path, process: trio.Process,
                         ignore: Sequence[Path] = ()) -> tuple[Path, dict]:
-    with trio.fail_after(15):
+    with trio.fail_after(WAIT):
         while True:
             ide = config_dir / "ide"
             locks = [p for p in ide.glob("*.lock") if p not in ignore] if ide.exists() else []
@@ -41,13 +41,13 @@ async def wait_for_lock(config_dir: Path, process: trio.Process,
 async def stop(process: trio.Process, signum: int | None = None) -> int:
     if signum is not None:
         process.send_signal(signum)
-    with trio.fail_after(10):
+    with trio.fail_after(WAIT):
         return await process.wait()
 
 
 def test_serve_without_a_neovim_says_how_to_run_it(tmp_path):
     done = subprocess.run(SERVE, env=environment(tmp_path), capture_output=True, text=True,
-                          timeout=30)
+                          timeout=WAIT)
     assert done.returncode == 2
     assert ":terminal" in done.stderr and "--nvim" in done.stderr
     assert not (tmp_path / "ide").exists() or not list((tmp_path / "ide").iterdir())
@@ -55,7 +55,7 @@ def test_serve_without_a_neovim_says_how_to_run_it(tmp_path):
 
 def test_version():
     done = subprocess.run([sys.executable, "-m", "claude_nvim", "--version"],
-                          capture_output=True, text=True, timeout=30)
+                          capture_output=True, text=True, timeout=WAIT)
     assert done.returncode == 0 and done.stdout.startswith("claude-nvim ")
 
 
@@ -183,7 +183,7 @@ async def test_headless_serves_a_private_neovim_and_stops_it(tmp_path):
         assert (await client.call_json("getOpenEditors"))["tabs"] == []
     assert await stop(process, signal.SIGTERM) == 0
     assert not lock.exists()
-    with trio.fail_after(5):
+    with trio.fail_after(WAIT):
         while Path(f"/proc/{nvim_pid}").exists() and "Z" not in _state(nvim_pid):
             await trio.sleep(0.02)
 
@@ -218,7 +218,7 @@ def _state(pid: int) -> str:
 def test_an_unreachable_neovim_is_an_error_and_options_go_after_the_command(tmp_path):
     done = subprocess.run([*SERVE, "--nvim", str(tmp_path / "none.sock"), "--log-level",
                            "warning"], env=environment(tmp_path), capture_output=True,
-                          text=True, timeout=30)
+                          text=True, timeout=WAIT)
     assert one_line_of_error(done).startswith(
         f"claude-nvim: cannot reach Neovim at {tmp_path / 'none.sock'}")
 
@@ -241,12 +241,12 @@ def test_a_taken_port_is_one_line_of_error_and_the_traceback_is_for_debug(nvim_a
         port = taken.getsockname()[1]
         command = [*SERVE, "--nvim", nvim_address, "--port", str(port)]
         done = subprocess.run(command, env=environment(tmp_path), capture_output=True,
-                              text=True, timeout=30)
+                              text=True, timeout=WAIT)
         line = one_line_of_error(done)
         assert f"port {port} is in use" in line and "--port" in line
         log_file = tmp_path / "debug.log"
         subprocess.run([*command, "--log-level", "debug", "--log-file", str(log_file)],
-                       env=environment(tmp_path), capture_output=True, timeout=30)
+                       env=environment(tmp_path), capture_output=True, timeout=WAIT)
         assert "Traceback" in log_file.read_text()
     assert not list((tmp_path / "ide").glob("*.lock"))
 
@@ -262,7 +262,7 @@ def test_an_unusable_config_dir_is_one_line_of_error(nvim_address, tmp_path, con
         config_dir = tmp_path / "read-only"
         config_dir.mkdir(mode=0o500)
     done = subprocess.run([*SERVE, "--nvim", nvim_address], env=environment(config_dir),
-                          capture_output=True, text=True, timeout=30)
+                          capture_output=True, text=True, timeout=WAIT)
     line = one_line_of_error(done)
     assert f"cannot write the lock file in {Path(config_dir) / 'ide'}" in line
     assert "CLAUDE_CONFIG_DIR" in line
@@ -274,7 +274,7 @@ def test_neovim_quitting_during_start_up_is_one_line_of_error(tmp_path):
     quits = ("--clean", "--cmd", "autocmd ChanInfo * qa!")
     with headless_nvim(cwd=tmp_path, args=quits) as (address, _nvim):
         done = subprocess.run([*SERVE, "--nvim", address], env=environment(tmp_path),
-                              capture_output=True, text=True, timeout=30)
+                              capture_output=True, text=True, timeout=WAIT)
     assert "Neovim" in one_line_of_error(done)
     assert not list((tmp_path / "ide").glob("*.lock"))
 
@@ -284,7 +284,7 @@ def test_a_headless_neovim_that_does_not_start_is_one_line_of_error(tmp_path, nv
     path = shutil.which("false") if nvim == "false" else str(tmp_path / "no-nvim")
     done = subprocess.run([*SERVE, "--headless"], env=environment(tmp_path,
                           CLAUDE_NVIM_NVIM=path), cwd=tmp_path, capture_output=True,
-                          text=True, timeout=30)
+                          text=True, timeout=WAIT)
     line = one_line_of_error(done)
     assert f"cannot start `{path} --headless`" in line and "CLAUDE_NVIM_NVIM" in line
 
@@ -292,7 +292,7 @@ def test_a_headless_neovim_that_does_not_start_is_one_line_of_error(tmp_path, nv
 def test_an_unwritable_log_file_is_one_line_of_error(tmp_path):
     done = subprocess.run([*SERVE, "--log-file", str(tmp_path / "no" / "such.log")],
                           env=environment(tmp_path), capture_output=True, text=True,
-                          timeout=30)
+                          timeout=WAIT)
     assert "cannot open the log file" in one_line_of_error(done)
 
 

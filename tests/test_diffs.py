@@ -8,7 +8,7 @@ import trio
 from claude_nvim._app import AlreadyServed
 from claude_nvim._diffs import DiffRegistry
 from claude_nvim.testing import mcp_client, running_app
-from helpers import TAB, PendingDiff, diff_args, eventually
+from helpers import TAB, WAIT, PendingDiff, diff_args, eventually
 
 
 @pytest.fixture
@@ -239,7 +239,7 @@ async def test_close_tab_after_accept_reloads_the_unmodified_buffer(client, ui, 
 async def test_other_calls_stay_fast_while_a_diff_waits(client, ui, target):
     async with trio.open_nursery() as nursery:
         diff = await open_diff(nursery, client, ui, target, "x\n")
-        with trio.fail_after(1):
+        with trio.fail_after(WAIT):
             for _ in range(20):
                 await client.call_json("getOpenEditors")
         assert not diff.done.is_set()
@@ -268,18 +268,18 @@ async def test_an_existing_file_named_by_uri_or_home_path_is_an_edit_not_a_new_f
 
 
 async def test_a_fifo_is_refused_and_neovim_stays_responsive(client, ui, fifo):
-    with trio.fail_after(10):
+    with trio.fail_after(WAIT):
         result = await client.call_tool("openDiff", diff_args(fifo, "x\n"))
     assert result["isError"] is True
     assert result["content"][0]["text"] == \
         f"Cannot open diff: {fifo} is not a regular file (a FIFO)"
-    assert await ui.exec_lua("return vim.fn.bufnr(...)", str(fifo), timeout=2) == -1
+    assert await ui.exec_lua("return vim.fn.bufnr(...)", str(fifo), timeout=WAIT) == -1
     await nothing_left(ui)
 
 
 @pytest.mark.usefixtures("one_mb_file_limit")
 async def test_a_file_over_the_size_limit_is_refused(client, ui, big_file):
-    with trio.fail_after(10):  # not refused, it would wait for the user's verdict
+    with trio.fail_after(WAIT):  # not refused, it would wait for the user's verdict
         result = await client.call_tool("openDiff", diff_args(big_file, "x\n"))
     assert result["isError"] is True
     assert result["content"][0]["text"] == (

@@ -9,6 +9,7 @@ import pytest
 import trio
 
 from claude_nvim._core import max_file_bytes
+from helpers import WAIT
 
 
 @pytest.fixture
@@ -127,7 +128,7 @@ async def test_check_document_dirty(client, ui, source, tmp_path):
     assert clean == {"success": True, "filePath": str(source), "isDirty": False,
                      "isUntitled": False}
     await ui.request("nvim_input", "ggdd")
-    with trio.fail_after(5):
+    with trio.fail_after(WAIT):
         while not (await client.call_json("checkDocumentDirty",
                                           {"filePath": str(source)}))["isDirty"]:
             await trio.sleep(0.01)
@@ -205,13 +206,13 @@ async def test_save_document_never_prompts_or_overwrites_a_newer_file(client, ui
 
 async def test_open_file_refuses_a_fifo_and_neovim_stays_responsive(client, ui, fifo):
     for frontmost in (True, False):
-        with trio.fail_after(10):
+        with trio.fail_after(WAIT):
             result = await client.call_tool("openFile", {"filePath": str(fifo),
                                                          "makeFrontmost": frontmost})
         assert result["isError"] is True
         assert result["content"][0]["text"] == f"{fifo} is not a regular file (a FIFO)"
     # Neovim answers at once and kept no buffer for it.
-    assert await ui.exec_lua("return vim.fn.bufnr(...)", str(fifo), timeout=2) == -1
+    assert await ui.exec_lua("return vim.fn.bufnr(...)", str(fifo), timeout=WAIT) == -1
 
 
 @pytest.mark.usefixtures("one_mb_file_limit")

@@ -16,6 +16,7 @@ from claude_nvim._nvim.headless import _accepts
 from claude_nvim._nvim.pipe import PynvimEditor
 from claude_nvim._nvim.scheduler import EditorBase
 from claude_nvim._nvim.socket import SocketEditor
+from helpers import WAIT, Gate
 
 CLIENTS = {"socket": SocketEditor, "pynvim": PynvimEditor}
 
@@ -72,7 +73,7 @@ async def test_notifications_reach_their_handler_in_order(client_class, nvim_add
         editor.on_notification("probe", seen.append)
         await editor.exec_lua(
             "for i = 1, 3 do vim.rpcnotify(..., 'probe', i, 'x') end", editor.channel_id)
-        with trio.fail_after(5):
+        with trio.fail_after(WAIT):
             while len(seen) < 3:
                 await trio.sleep(0.01)
         assert seen == [[1, "x"], [2, "x"], [3, "x"]]
@@ -165,44 +166,52 @@ def test_a_socket_counts_as_ready_only_once_it_listens(tmp_path):
         assert _accepts(path)
 
 
-async def test_at_most_max_in_flight_requests_are_sent_to_neovim(client_class, nvim_address):
+async def test_at_most_max_in_flight_requests_are_sent_to_neovim(client_class, nvim_address,
+                                                                 tmp_path):
+    gate = Gate(tmp_path / "gate")
     async with attached(client_class, nvim_address, max_in_flight=2) as editor:
         await editor.exec_lua("vim.g.marker = vim.NIL")
         seen: dict[int, object] = {}
 
         async def ask(n: int) -> None:
-            # Long enough that a loaded machine's stall cannot let the first answer (and with
-            # it the third request) overtake the notification below.
-            seen[n] = await editor.exec_lua("vim.uv.sleep(400) return vim.g.marker")
+            hold = gate.HOLD if n == 0 else ""  # the first holds Neovim until released
+            seen[n] = await editor.exec_lua(f"{hold} return vim.g.marker", gate.path)
 
         async with trio.open_nursery() as nursery:
             for n in range(3):
                 nursery.start_soon(ask, n)
                 await trio.sleep(0.01)
+            await gate.held()
             # A notification is sent at once: it reaches Neovim before the third request,
-            # which waits for one of the first two to be answered.
+            # which waits for one of the first two to be answered (none can be yet).
             editor._send_notification("nvim_set_var", ["marker", "set"])
+            await gate.release()
         assert seen == {0: None, 1: None, 2: "set"}
 
 
-async def test_a_cancelled_queued_request_never_reaches_neovim(client_class, nvim_address):
+async def test_a_cancelled_queued_request_never_reaches_neovim(client_class, nvim_address,
+                                                               tmp_path):
+    gate = Gate(tmp_path / "gate")
     async with attached(client_class, nvim_address, max_in_flight=1) as editor:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(editor.exec_lua, "vim.uv.sleep(200)")
-            await trio.sleep(0.05)
-            with trio.move_on_after(0.05):
+            nursery.start_soon(editor.exec_lua, gate.HOLD, gate.path)
+            await gate.held()
+            with trio.move_on_after(0.05):  # queued behind the held one, which cannot end
                 await editor.exec_lua("vim.g.queued_ran = true")
+            await gate.release()
         assert await editor.exec_lua("return vim.g.queued_ran") is None
 
 
-async def test_the_wait_for_a_slot_has_its_own_limit(client_class, nvim_address):
+async def test_the_wait_for_a_slot_has_its_own_limit(client_class, nvim_address, tmp_path):
+    gate = Gate(tmp_path / "gate")
     async with attached(client_class, nvim_address, max_in_flight=1,
                         queue_timeout=0.1) as editor:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(partial(editor.exec_lua, "vim.uv.sleep(400)", timeout=None))
-            await trio.sleep(0.05)
+            nursery.start_soon(partial(editor.exec_lua, gate.HOLD, gate.path, timeout=None))
+            await gate.held()
             with pytest.raises(EditorTimeout, match=r"did not move for 0\.1 s"):
                 await editor.exec_lua("return 1")
+            await gate.release()
         assert await editor.exec_lua("return 2") == 2
 
 

@@ -13,6 +13,8 @@ import trio
 from claude_nvim._hooks import TIMEOUT_SECONDS, TOOL
 from claude_nvim.testing import McpError, mcp_client
 from helpers import (
+    WAIT,
+    Gate,
     HookedClaude,
     claude_in_a_terminal,
     eventually,
@@ -134,11 +136,14 @@ async def test_each_claude_has_its_own_state_and_a_claude_in_a_terminal_its_buff
 async def test_a_hook_is_answered_while_neovim_is_busy(app, client, nvim, tmp_path):
     await listed(nvim)
     claude = HookedClaude(client, published_settings(app.claude_args), tmp_path)
+    gate = Gate(tmp_path / "gate")
     async with trio.open_nursery() as nursery:
-        # Neovim stuck for 4 s (a slow plugin, a :!command): claude's tool calls go on.
-        nursery.start_soon(lambda: nvim.exec_lua("os.execute('sleep 4')", timeout=10))
-        await trio.sleep(0.3)
-        with trio.fail_after(3):
+        # Neovim stuck (a slow plugin, a :!command) until the hooks are answered: claude's
+        # tool calls go on.
+        nursery.start_soon(lambda: nvim.exec_lua(gate.HOLD, gate.path, timeout=None))
+        await gate.held()
+        with trio.fail_after(WAIT):
             await claude.prompt("Go.")
             await claude.stop()
+        await gate.release()
     await state_of(nvim, "done")  # told once Neovim could listen

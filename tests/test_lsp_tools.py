@@ -19,7 +19,7 @@ from claude_nvim._nvim.headless import headless_nvim
 from claude_nvim.testing import model_client_of
 from claude_nvim.tools import _lsp as lsp
 from claude_nvim.tools import lsp_document_symbols, lsp_hover, lsp_references
-from helpers import call, edit, error
+from helpers import WAIT, call, edit, error
 
 PYLSP = Path(sys.executable).parent / "pylsp"
 
@@ -80,7 +80,7 @@ def nvim_address(project: Path):
         yield address
 
 
-async def wait_for_client(nvim, path, name="pylsp", timeout=15.0):
+async def wait_for_client(nvim, path, name="pylsp", timeout=WAIT):
     """Wait until the language server `name` is attached to `path` and initialized."""
     code = """
       local path, name = ...
@@ -216,7 +216,7 @@ async def test_no_language_server_attached(nvim_address, nvim, project, tmp_path
             f"No language server is attached to {notes}")
         other = project / "other.txt"
         other.write_text("plain\n")
-        with trio.fail_after(2):
+        with trio.fail_after(WAIT):
             message = await error(model, "lspHover", {**where, "filePath": str(other)})
     assert message == f"No language server is attached to {other}"
 
@@ -262,7 +262,7 @@ async def test_bad_arguments_name_the_argument(model, nvim, project):
 
 @pytest.mark.usefixtures("one_mb_file_limit")
 async def test_files_that_would_block_or_swamp_neovim_are_refused(model, nvim, fifo, big_file):
-    with trio.fail_after(10):
+    with trio.fail_after(WAIT):
         message = await error(model, "lspDocumentSymbols", {"filePath": str(fifo)})
     assert message == f"{fifo} is not a regular file (a FIFO)"
     message = await error(model, "lspHover", {"filePath": str(big_file), "line": 0,
@@ -270,7 +270,7 @@ async def test_files_that_would_block_or_swamp_neovim_are_refused(model, nvim, f
     assert message == (f"{big_file} is 1.5 MB, over claude-nvim's limit of 1 MB for opening "
                        "files (CLAUDE_NVIM_MAX_FILE_MB)")
     assert await nvim.exec_lua("local a, b = ...; return {vim.fn.bufnr(a), vim.fn.bufnr(b)}",
-                               str(fifo), str(big_file), timeout=2) == [-1, -1]
+                               str(fifo), str(big_file), timeout=WAIT) == [-1, -1]
 
 
 async def test_a_bad_modeline_does_not_fail_the_request(model, nvim, tmp_path):
@@ -467,7 +467,7 @@ async def test_no_answer_in_time_cancels_the_request(nvim_address, nvim, project
 
 async def test_a_server_still_starting_is_waited_for(model, nvim, project):
     path = await start_fake(nvim, project, "slow", init_delay=300, hover="slow but sure")
-    with trio.fail_after(5):
+    with trio.fail_after(WAIT):
         answer = await call(model, "lspHover",
                             {"filePath": str(path), "line": 0, "character": 0})
     assert answer == {"contents": "slow but sure"}
@@ -501,7 +501,7 @@ async def test_a_server_attaching_late_to_a_file_just_loaded(nvim_address, nvim,
     """, str(path), {"capabilities": CAPABILITIES, "init_delay": 300, "hover": "late"})
     hover = lsp_hover.make_tool(lsp.Limits(fresh_wait=0.1))
     async with model_client_of(nvim_address, tmp_path / "ide", hover) as model:
-        with trio.fail_after(5):
+        with trio.fail_after(WAIT):
             answer = await call(model, "lspHover",
                                 {"filePath": str(path), "line": 0, "character": 0})
     assert answer == {"contents": "late"}

@@ -12,7 +12,7 @@ from claude_nvim._mcp import McpSession
 from claude_nvim._schema import SchemaError
 from claude_nvim._tool import ConnectionInfo
 from claude_nvim._wire import jsontext
-from helpers import SCHEMA, echo, session
+from helpers import SCHEMA, WAIT, echo, session
 
 
 async def ask(s: McpSession, message) -> dict | None:
@@ -53,7 +53,7 @@ async def test_ids_of_any_valid_type_are_echoed_verbatim():
 async def test_calls_with_ids_past_64_bits_are_told_apart_when_cancelled():
     s = session()
     ended = []
-    with trio.fail_after(5):
+    with trio.fail_after(WAIT):
         async with trio.open_nursery() as nursery:
             async def call(request_id):
                 await ask(s, req("tools/call", {"name": "slow"}, id=request_id))

@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 import trio
 
+from helpers import WAIT
+
 TELL = "package.loaded['claude_nvim.core'].tell(...)"
 LONG_PATH = "/very/long/path" * 267  # 4,005 characters
 
@@ -28,7 +30,7 @@ async def test_any_message_on_any_screen_returns_at_once_without_a_prompt(app, n
     await nvim.request("nvim_ui_attach", columns, 10, {"ext_linegrid": True})
     await nvim.request("nvim_command", options)
     for said in ("short", f"Claude's edit of {LONG_PATH}/a.py is not shown", "é" * 2000):
-        with trio.fail_after(5):  # the old cut-to-fit loop never ended on a 0-1 column room
+        with trio.fail_after(WAIT):  # the old cut-to-fit loop never ended on a 0-1 column room
             await nvim.exec_lua(TELL, said, "WARN")
         assert await not_blocked(nvim)
 

@@ -18,7 +18,7 @@ import trio
 from claude_nvim._commands import relay
 from claude_nvim._wire.constants import MAX_MESSAGE_BYTES
 from claude_nvim.testing import running_app
-from helpers import environment
+from helpers import WAIT, environment
 
 CLAUDE_NVIM = [sys.executable, "-m", "claude_nvim"]
 
@@ -36,7 +36,7 @@ async def stdio_session(env, cwd, messages):
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     answers, buffer = [], b""
     try:
-        with trio.fail_after(15):
+        with trio.fail_after(WAIT):
             for message in messages:
                 await process.stdin.send_all(json.dumps(message).encode() + b"\n")
             while len(answers) < requests:
@@ -54,7 +54,7 @@ async def stdio_session(env, cwd, messages):
 
 async def run_mcp(env, cwd):
     """Run `claude-nvim mcp` as the CLI would, given an initialize request."""
-    with trio.fail_after(15):
+    with trio.fail_after(WAIT):
         return await trio.run_process(
             [*CLAUDE_NVIM, "mcp"], env=env, cwd=cwd, stdin=json.dumps(INIT[0]).encode() + b"\n",
             capture_stdout=True, capture_stderr=True, check=False, preexec_fn=limit_memory)
@@ -111,7 +111,7 @@ async def test_mcp_answers_a_line_over_the_message_limit_and_goes_on(app, tmp_pa
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     answers, buffer = [], b""
     try:
-        with trio.fail_after(30):
+        with trio.fail_after(WAIT):
             await process.stdin.send_all(json.dumps(INIT[0]).encode() + b"\n" + huge)
             await process.stdin.send_all(json.dumps({**INIT[3], "id": 8}).encode() + b"\n")
             while len(answers) < 3:
@@ -157,7 +157,7 @@ async def test_mcp_gives_no_token_to_a_port_that_does_not_prove_it_is_ours(
     serve = await trio.lowlevel.open_process([*CLAUDE_NVIM, "serve", "--nvim", nvim_address],
                                              env=env, stderr=subprocess.DEVNULL)
     try:
-        with trio.fail_after(15):
+        with trio.fail_after(WAIT):
             while not (locks := list((tmp_path / "ide").glob("*.lock"))):
                 await trio.sleep(0.02)
         lock = locks[0]
@@ -187,12 +187,12 @@ async def test_mcp_follows_claude_code_sse_port(app, tmp_path):
 
 def test_mcp_without_a_server_says_so(tmp_path):
     done = subprocess.run([*CLAUDE_NVIM, "mcp"], env=environment(tmp_path), cwd=tmp_path,
-                          capture_output=True, text=True, timeout=30, input="")
+                          capture_output=True, text=True, timeout=WAIT, input="")
     assert done.returncode == 1
     assert "no claude-nvim server is running for" in done.stderr
     stale_port = subprocess.run(
         [*CLAUDE_NVIM, "mcp"], env=environment(tmp_path, CLAUDE_CODE_SSE_PORT="9"),
-        capture_output=True, text=True, timeout=30, input="")
+        capture_output=True, text=True, timeout=WAIT, input="")
     assert stale_port.returncode == 1 and "port 9" in stale_port.stderr
 
 
@@ -206,7 +206,7 @@ def test_mcp_to_a_server_that_is_gone_is_one_line_of_error(tmp_path):
         "transport": "ws", "authToken": "t"}))
     done = subprocess.run(
         [*CLAUDE_NVIM, "mcp"], env=environment(tmp_path, CLAUDE_CODE_SSE_PORT=str(port)),
-        capture_output=True, text=True, timeout=30, input="")
+        capture_output=True, text=True, timeout=WAIT, input="")
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert len(done.stderr.splitlines()) == 1
     assert done.stderr.startswith(f"claude-nvim mcp: no claude-nvim server on port {port} ")
@@ -263,5 +263,5 @@ def test_the_relay_does_not_import_the_server():
     done = subprocess.run([sys.executable, "-c", "import sys, claude_nvim._cli, "
                            "claude_nvim._commands.relay;"
                            "print('claude_nvim._app' in sys.modules)"],
-                          capture_output=True, text=True, timeout=30, check=True)
+                          capture_output=True, text=True, timeout=WAIT, check=True)
     assert done.stdout.strip() == "False"

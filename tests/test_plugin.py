@@ -20,7 +20,7 @@ from claude_nvim._errors import EditorError
 from claude_nvim._mentions.claudes import parent_pid
 from claude_nvim._nvim.headless import find_nvim, headless_nvim
 from claude_nvim.testing import attached_editor, mcp_client, running_app
-from helpers import PendingDiff, diff_args, eventually, handed_over, mode
+from helpers import WAIT, PendingDiff, diff_args, eventually, handed_over, mode
 from plugin_kit import (
     ROOT,
     TABLINE,
@@ -195,7 +195,7 @@ async def test_several_claudes_take_turns_in_the_claude_window(user, claude_dir)
     (claude_dir / "a.py").write_text("a\n")
     await user.request("nvim_command", "ClaudeNvimAdd a.py")
     mentions = claude_dir / "mentions.jsonl"
-    with trio.fail_after(10):
+    with trio.fail_after(WAIT):
         while not (mentions.exists() and mentions.read_text().endswith("\n")):  # written whole
             await trio.sleep(0.05)
     assert json.loads(mentions.read_text())["filePath"] == str(claude_dir / "a.py")
@@ -222,7 +222,7 @@ async def test_a_mention_goes_to_the_claude_last_shown(user, claude_dir):
         await user.request("nvim_input", "<C-\\><C-n>")
         await user.request("nvim_command", f"ClaudeNvimSwitch {line} | ClaudeNvimFocus")
         await user.request("nvim_command", f"{line}ClaudeNvimSend")  # from the file: back
-        with trio.fail_after(10):
+        with trio.fail_after(WAIT):
             while (every.read_text().count("\n") if every.exists() else 0) <= sent:
                 await trio.sleep(0.05)
         mentions = (claude_dir / f"mentions-{claude['pid']}.jsonl").read_text().splitlines()
@@ -256,7 +256,7 @@ async def test_the_server_outlives_its_claudes_and_a_dead_one_is_replaced(user, 
     await user.request("nvim_command", "ClaudeNvimNew")
     await claudes_started(claude_dir, 3)
     assert await eventually(user, "return require('claude_nvim').status() == 'Claude'",
-                            timeout=20)
+                            timeout=WAIT)
     assert await user.exec_lua(READY_SERVER) not in (None, server)
 
 
@@ -300,7 +300,7 @@ async def test_send_with_no_claude_starts_one_and_the_mention_reaches_it(claude_
         await user.request("nvim_command", "ClaudeNvimSend")
         await user.request("nvim_command", "ClaudeNvimAdd a.py 5 6")
         mentions = claude_dir / "mentions.jsonl"
-        with trio.fail_after(20):
+        with trio.fail_after(WAIT):
             while len(mentions.read_text().splitlines() if mentions.exists() else []) < 2:
                 await trio.sleep(0.05)
         assert [json.loads(line) for line in mentions.read_text().splitlines()] == [
@@ -311,7 +311,7 @@ async def test_send_with_no_claude_starts_one_and_the_mention_reaches_it(claude_
         assert events == [["ClaudeNvimConnected", {"clients": 1}]]
         # Connected, the commands go straight to the server.
         await user.request("nvim_command", "wincmd p | 7ClaudeNvimSend")
-        with trio.fail_after(5):
+        with trio.fail_after(WAIT):
             while len(mentions.read_text().splitlines()) < 3:
                 await trio.sleep(0.05)
         assert json.loads(mentions.read_text().splitlines()[2])["lineStart"] == 6
@@ -338,7 +338,7 @@ async def test_a_claude_that_cannot_start_stays_on_screen_saying_why(claude_dir,
             # hit-enter prompt (this test's calls would wait there).
             await nvim.request("nvim_ui_attach", 50, 20, {"ext_linegrid": True})
             await nvim.request("nvim_command", f"edit {path} | ClaudeNvimSend")
-            messages = await eventually(nvim, MESSAGES_WITH, "dropped", timeout=20)
+            messages = await eventually(nvim, MESSAGES_WITH, "dropped", timeout=WAIT)
             assert "Claude 1 did not start: `claude` is not on PATH" in messages
             # The server kept the mention for a Claude, as long as it keeps one.
             assert "no Claude connected within 10 s: 1 mention(s) dropped" in messages
@@ -415,7 +415,7 @@ async def test_checkhealth_gives_advice_for_what_is_missing(claude_dir, monkeypa
 async def plugin_client(user, claude_dir: Path):
     """An MCP client (as a claude is) of the server the plugin started, once it is ready."""
     port = await eventually(user, "local s = require('claude_nvim').server()\n"
-                                  "return s and s.claude and s.port", timeout=20)
+                                  "return s and s.claude and s.port", timeout=WAIT)
     lock = claude_dir / "cfg" / "ide" / f"{port}.lock"
     async with mcp_client(port, json.loads(lock.read_text())["authToken"]) as client:
         yield client
@@ -556,7 +556,7 @@ def children_of(pid: int) -> list[int]:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 async def test_one_claude_nvim_process_beside_any_number_of_claudes(user, claude_dir):
     # The server starts once the UI is up, before any command: Claude connects at once.
-    server = await eventually(user, READY_SERVER, timeout=20)
+    server = await eventually(user, READY_SERVER, timeout=WAIT)
     for command in ("ClaudeNvim", "ClaudeNvimNew", "ClaudeNvimNew"):
         await user.request("nvim_input", "<C-\\><C-n>")
         await user.request("nvim_command", command)

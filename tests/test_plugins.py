@@ -18,7 +18,7 @@ import claude_nvim.tools
 from claude_nvim import Exposure, Tool, hookimpl
 from claude_nvim._plugins import ToolRegistryError, load_tools
 from claude_nvim.testing import mcp_client, running_app
-from helpers import echo, fails, refuses
+from helpers import WAIT, echo, fails, refuses
 
 ROOT = Path(__file__).resolve().parent.parent
 GROUP = "claude_nvim"
@@ -344,7 +344,7 @@ async def test_a_tool_error_is_a_tool_result_with_its_message(custom):
 def run_tools(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     environment = {k: v for k, v in os.environ.items() if k != "CLAUDE_NVIM_DISABLE"}
     return subprocess.run([sys.executable, "-m", "claude_nvim", "tools", *args],
-                          env={**environment, **env}, capture_output=True, text=True, timeout=30)
+                          env={**environment, **env}, capture_output=True, text=True, timeout=WAIT)
 
 
 def listed(stdout: str) -> dict[str, list[str]]:

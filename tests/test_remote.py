@@ -22,7 +22,7 @@ import pytest
 import trio
 
 from claude_nvim._commands._remote_parts import Probe, Target, parse_target
-from helpers import edit, environment, eventually
+from helpers import WAIT, edit, environment, eventually
 from plugin_kit import alive, plugin_user
 from remote_side import (
     STAND_IN,
@@ -111,7 +111,7 @@ async def diff(nvim, claude: StandIn, there: str, here: Path, contents: str, ver
           vim.api.nvim_set_current_win(vim.fn.win_findbuf(b)[1])
           return vim.api.nvim_buf_get_name(vim.fn.winbufnr(vim.fn.winnr('#')))
         end
-      end""", timeout=20)
+      end""", timeout=WAIT)
     assert target == str(here / "a.py")
     await nvim.request("nvim_command", verdict)
     return (await claude.answer(number))["result"]["content"]
@@ -123,7 +123,7 @@ async def shows(nvim, path: Path, lines: list[str]) -> None:
       local buf = vim.fn.bufnr(select(1, ...))
       return buf > 0 and not vim.bo[buf].modified
         and vim.deep_equal(vim.api.nvim_buf_get_lines(buf, 0, -1, false), select(2, ...))
-    """, str(path), lines, timeout=20)
+    """, str(path), lines, timeout=WAIT)
 
 
 # Over SSH
@@ -131,7 +131,8 @@ async def shows(nvim, path: Path, lines: list[str]) -> None:
 
 @pytest.fixture
 def remote_user():
-    return second_user()
+    with second_user() as user:
+        yield user
 
 
 @pytest.fixture
@@ -193,7 +194,7 @@ async def start(nursery, command: list[str], tmp_path: Path, nvim_address: str, 
     return process
 
 
-async def ready(nvim, process, timeout: float = 30) -> dict:
+async def ready(nvim, process, timeout: float = WAIT) -> dict:
     """Once the server there is ready, as Neovim and the launcher know it."""
     with trio.fail_after(timeout):
         while not (found := await nvim.exec_lua(READY)) \
@@ -309,7 +310,7 @@ def master_of(launcher_pid: int) -> int:
     raise AssertionError("no ssh master")
 
 
-async def gone(remote_home: Path, timeout: float = 20) -> None:
+async def gone(remote_home: Path, timeout: float = WAIT) -> None:
     with trio.fail_after(timeout):
         while remote_locks(remote_home):
             await trio.sleep(0.05)
@@ -325,7 +326,7 @@ async def test_the_tunnel_dropping_removes_the_lock_and_a_new_start_connects(
         assert len(remote_locks(remote_home)) == 1
         os.kill(master_of(process.pid), signal.SIGKILL)  # the connection drops
         await gone(remote_home)
-        with trio.fail_after(10):
+        with trio.fail_after(WAIT):
             assert await process.wait() == 1
     said = (tmp_path / "launcher.log").read_text()
     assert f"the connection to {Sshd.HOST} closed" in said and "reconnect" in said
@@ -340,7 +341,7 @@ async def test_the_tunnel_dropping_removes_the_lock_and_a_new_start_connects(
             await claude.connected()
             assert (await claude.call_json("getWorkspaceFolders"))["rootPath"] == str(remote_ws)
         process.terminate()
-    await gone(remote_home, timeout=5)
+    await gone(remote_home, timeout=WAIT)
 
 
 async def test_a_connection_that_stops_answering_loses_its_lock_there(
@@ -353,10 +354,10 @@ async def test_a_connection_that_stops_answering_loses_its_lock_there(
         master = master_of(process.pid)
         os.kill(master, signal.SIGSTOP)
         try:
-            await gone(remote_home, timeout=15)
+            await gone(remote_home, timeout=WAIT)
         finally:
             os.kill(master, signal.SIGCONT)
-        with trio.fail_after(10):
+        with trio.fail_after(WAIT):
             assert await process.wait() == 1
 
 
@@ -439,7 +440,7 @@ async def test_one_command_runs_claude_there_connected_and_stops_it_all(
         assert connected["argv"][0] == "--mcp-config"
         assert (await claude.call_json("getWorkspaceFolders"))["rootPath"] == str(remote_ws)
     assert claude.process.returncode == 0
-    await gone(remote_home, timeout=5)
+    await gone(remote_home, timeout=WAIT)
 
 
 # A container: a mount namespace, reached through nsenter as through `docker exec -i`
@@ -469,7 +470,7 @@ async def test_in_a_container_every_path_crosses_to_its_side(nvim, nvim_address,
                                                   "CLAUDE_CONFIG_DIR": str(config)}) as claude:
                 await exercise(nvim, claude, str(inside), here, copies=False)
             process.terminate()
-        with trio.fail_after(10):
+        with trio.fail_after(WAIT):
             while list(config.glob("ide/*.lock")):
                 await trio.sleep(0.05)
 
@@ -520,12 +521,12 @@ async def test_claude_nvim_with_a_target_runs_claude_there_from_the_plugin(
             as user:
         # A local server runs first (opts.start_server = 'startup'): :ClaudeNvim TARGET
         # switches this Neovim to the one there, and starts Claude there.
-        await eventually(user, "return require('claude_nvim').server() ~= nil", timeout=20)
+        await eventually(user, "return require('claude_nvim').server() ~= nil", timeout=WAIT)
         local_port = await user.exec_lua("return require('claude_nvim').server().port")
         await user.request("nvim_command", f"ClaudeNvim ssh://{Sshd.HOST}{remote_ws}")
         shown = await eventually(user, f"local t = loadstring([[{CLAUDE_TERMINAL}]])() "
                                        "return t:find('\"connected\"', 1, true) and t",
-                                 timeout=30)
+                                 timeout=WAIT)
         (lock,) = remote_locks(remote_home)
         assert str(lock) in shown and str(remote_ws) in shown
         served = await eventually(user, "local s = require('claude_nvim').server() "
@@ -535,7 +536,7 @@ async def test_claude_nvim_with_a_target_runs_claude_there_from_the_plugin(
         # A mention from Neovim reaches the Claude there, in its paths.
         await user.request("nvim_command", "ClaudeNvimAdd a.py")
         await eventually(user, f"local t = loadstring([[{CLAUDE_TERMINAL}]])() "
-                               f"return t and t:find('{remote_ws}/a.py', 1, true)", timeout=10)
+                               f"return t and t:find('{remote_ws}/a.py', 1, true)", timeout=WAIT)
         # The connection drops: the user is told; a new Claude connects again, also while
         # the launcher that told it still ends.
         launcher_pid = await user.exec_lua(
@@ -544,10 +545,10 @@ async def test_claude_nvim_with_a_target_runs_claude_there_from_the_plugin(
             "end end")
         os.kill(master_of(launcher_pid), signal.SIGKILL)
         await eventually(user, "return vim.fn.execute('messages'):find("
-                               f"'the connection to {Sshd.HOST} closed', 1, true)", timeout=10)
+                               f"'the connection to {Sshd.HOST} closed', 1, true)", timeout=WAIT)
         await user.request("nvim_command", "ClaudeNvimNew")
         await eventually(user, "local s = require('claude_nvim').server() "
-                               "return s and (s.clients or 0) == 1", timeout=30)
+                               "return s and (s.clients or 0) == 1", timeout=WAIT)
         assert len(remote_locks(remote_home)) == 1
         assert not alive(launcher_pid)
 
@@ -559,12 +560,12 @@ async def test_a_target_in_the_options_serves_from_there_from_the_start(
               "args": plugin_options(ssh_server, remote_bin)}
     async with plugin_user(tmp_path, remote=remote) as user:
         # opts.start_server = 'startup': the server there, ready before any command.
-        served = await eventually(user, READY, timeout=30)
+        served = await eventually(user, READY, timeout=WAIT)
         assert served["clients"] == 0 and len(remote_locks(remote_home)) == 1
         await user.request("nvim_command", "ClaudeNvim")
         await eventually(user, f"local t = loadstring([[{CLAUDE_TERMINAL}]])() "
                                f"return t:find('\"connected\"', 1, true) "
-                               f"and t:find('{remote_ws}', 1, true)", timeout=30)
+                               f"and t:find('{remote_ws}', 1, true)", timeout=WAIT)
         await eventually(user, "local s = require('claude_nvim').server() "
                                "return s and (s.clients or 0) == 1")
 
@@ -580,6 +581,6 @@ async def test_what_is_missing_there_is_said_in_the_claude_window(
         said = await eventually(user, "local t = table.concat(vim.api.nvim_buf_get_lines("
                                       "vim.api.nvim_win_get_buf(vim.fn.win_getid(vim.fn.winnr("
                                       "'$'))), 0, -1, false)) "
-                                      "return t:find('claude-nvim: ', 1, true) and t", timeout=30)
+                                      "return t:find('claude-nvim: ', 1, true) and t", timeout=WAIT)
         assert f"claude-nvim is not installed on {Sshd.HOST}" in said
         assert "install it there with" in said

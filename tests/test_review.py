@@ -13,7 +13,7 @@ import trio
 
 from claude_nvim._paths import PathMap
 from claude_nvim.testing import mcp_client, running_app
-from helpers import HookedClaude, edit, eventually, published_settings
+from helpers import WAIT, HookedClaude, edit, eventually, published_settings
 
 MINUS = "\N{MINUS SIGN}"  # the window bars and the quickfix list count "+12 \N{MINUS SIGN}3"
 # The review on screen: its quickfix list, the windows of the current tab and what they show.
@@ -41,7 +41,7 @@ def ui_size() -> tuple[int, int]:
 @pytest.fixture
 async def claude(app, client, tmp_path):
     """A stand-in claude, once it listens (claude's first prompt comes long after)."""
-    with trio.fail_after(5):
+    with trio.fail_after(WAIT):
         while not app.hooks.entries():
             await trio.sleep(0.02)
     return HookedClaude(client, published_settings(app.claude_args), tmp_path)
@@ -286,7 +286,7 @@ async def test_a_file_claude_made_is_deleted_by_bang_only(claude, ui, tmp_path):
                          ":find(':ClaudeNvimRevert! deletes it', 1, true)")
     assert path.exists()
     await ui.request("nvim_command", "ClaudeNvimRevert!")
-    with trio.fail_after(5):
+    with trio.fail_after(WAIT):
         while path.exists():
             await trio.sleep(0.02)
 
@@ -381,7 +381,7 @@ async def claude_elsewhere(nvim_address, tmp_path):
     async with running_app(nvim_address, lock_directory=tmp_path / "ide",
                            paths=PathMap([(str(there), str(here))])) as app, \
             mcp_client(app.port, app.token) as client:
-        with trio.fail_after(5):
+        with trio.fail_after(WAIT):
             while not app.hooks.entries():
                 await trio.sleep(0.02)
         yield HookedClaude(client, published_settings(app.claude_args), there), here, there

@@ -19,7 +19,7 @@ from claude_nvim._nvim import editor_for
 from claude_nvim._plugins import load_tools
 from claude_nvim._tool import ConnectionInfo
 from claude_nvim.testing import mcp_client
-from helpers import TOOLS, masked_frame, raw_upgrade, session
+from helpers import TOOLS, WAIT, masked_frame, raw_upgrade, session
 
 CORPUS = sorted((Path(__file__).parent / "corpus").glob("*.json"))
 
@@ -58,7 +58,7 @@ def valid_response(reply, sent):
 def test_any_json_gets_a_valid_answer_or_none(message):
     async def main():
         s = session()
-        with trio.fail_after(5):
+        with trio.fail_after(WAIT):
             # "slow" never answers by design: skip calling it.
             if isinstance(message, dict) and isinstance(message.get("params"), dict) \
                     and message["params"].get("name") == "slow":
@@ -86,7 +86,7 @@ def test_any_text_or_bytes_gets_an_answer(raw):
 @pytest.mark.parametrize("case", CORPUS, ids=lambda p: p.stem)
 async def test_regression_corpus_over_the_wire(client, case):
     await client.send(case.read_text())
-    with trio.fail_after(10):
+    with trio.fail_after(WAIT):
         assert (await client.request("ping"))["result"] == {}  # the connection is still up
 
 
@@ -115,7 +115,7 @@ async def test_hostile_file_names_are_data(client, nvim, tmp_path, name):
                 "old_file_path": str(path), "new_file_path": str(path),
                 "new_file_contents": "three\n", "tab_name": name}))
         nursery.start_soon(diff)
-        with trio.fail_after(5):
+        with trio.fail_after(WAIT):
             while await nvim.exec_lua("return #vim.api.nvim_list_tabpages()") < 2:
                 await trio.sleep(0.01)
         await nvim.request("nvim_command", "ClaudeNvimDiffAccept")
@@ -170,7 +170,7 @@ async def test_a_busy_neovim_times_out_clearly_and_recovers(nvim_address, nvim, 
             assert result["isError"] is True
             assert "did not answer within 0.5 s" in result["content"][0]["text"]
             assert (await client.request("ping"))["result"] == {}
-            with trio.fail_after(10):
+            with trio.fail_after(WAIT):
                 while (await client.call_tool("getOpenEditors")).get("isError"):
                     await trio.sleep(0.2)
         nursery.cancel_scope.cancel()
@@ -196,7 +196,7 @@ async def test_neovim_killed_with_work_in_flight(tmp_path):
                     nursery.start_soon(pending_diff)
                     await trio.sleep(0.3)
                     process.kill()
-                    with trio.fail_after(5):
+                    with trio.fail_after(WAIT):
                         while app.lock_path.exists():
                             await trio.sleep(0.01)
         assert any(isinstance(e, EditorGone) for e in _leaves(info.value))
@@ -243,7 +243,7 @@ async def _churn(app: App) -> None:
         async with trio.open_nursery() as nursery:
             for i in range(start, start + 100):
                 nursery.start_soon(churn, i)
-    with trio.fail_after(app.handshake_timeout + 5):  # half-open ones wait out the timeout
+    with trio.fail_after(app.handshake_timeout + WAIT):  # half-open ones wait out the timeout
         while _task_count() > baseline:
             await trio.sleep(0.05)
     async with mcp_client(app.port, app.token) as client:
@@ -288,15 +288,15 @@ async def test_a_client_that_stops_reading_is_dropped_and_blocks_nobody(
                  "params": {"name": "getCurrentSelection", "arguments": {}}}).encode()))
         await trio.sleep(0.2)
         async with mcp_client(app.port, app.token) as client:
-            with trio.fail_after(15):
+            with trio.fail_after(WAIT):
                 answer = await client.call_json("getCurrentSelection")
             assert len(answer["text"]) == 300000 * 80 - 1
         # Its answers fill the socket's buffers (tens of MB on loopback), and it is dropped.
-        with trio.fail_after(10):
+        with trio.fail_after(WAIT):
             while not any("took nothing" in r.getMessage() for r in caplog.records):
                 await trio.sleep(0.05)
         # Reading now drains what the socket held, then ends.
-        with trio.fail_after(10):
+        with trio.fail_after(WAIT):
             while await stuck.receive_some(1 << 20):
                 pass
         nursery.cancel_scope.cancel()
@@ -327,7 +327,7 @@ async def test_a_client_reading_a_trickle_delays_no_other_big_answer(app, nvim, 
         await trio.sleep(2)  # its first answer is queued; its second read would be next
         async with mcp_client(app.port, app.token) as client:
             for _ in range(2):
-                with trio.fail_after(20):
+                with trio.fail_after(WAIT):
                     answer = await client.call_json("getCurrentSelection")
                 assert len(answer["text"]) == 300000 * 80 - 1
         nursery.cancel_scope.cancel()
@@ -345,7 +345,7 @@ async def test_each_app_has_its_own_big_read_slot_that_its_tools_share(tmp_path)
             async with same_app.big_read():
                 pass
         assert waiting.cancelled_caught
-        with trio.fail_after(1):
+        with trio.fail_after(WAIT):
             async with other_app.big_read():
                 pass
 
@@ -369,7 +369,7 @@ async def test_a_big_read_waits_for_room_to_send_before_it_takes_the_slot():
                 order.append(name)
             assert answering.holds_slot
 
-    with trio.fail_after(5):
+    with trio.fail_after(WAIT):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(answer, "to a full connection", full)
             await trio.sleep(0.05)
@@ -400,6 +400,6 @@ async def test_a_big_read_slot_is_kept_until_the_answer_is_sent():
                      "second read", "second read again", "second sent"]
     async with slot.read():  # outside an answer: released at the end of the block
         pass
-    with trio.fail_after(1):
+    with trio.fail_after(WAIT):
         async with slot.read():
             pass

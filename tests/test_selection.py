@@ -22,7 +22,7 @@ import trio
 from claude_nvim._app import FIRST_PUSH_DELAY
 from claude_nvim._selection import TEXT_CAP, WINDOW_MS
 from claude_nvim.testing import McpClient, mcp_client, running_app
-from helpers import edit, messages, mode
+from helpers import WAIT, edit, messages, mode
 
 GROUP = "claude_nvim_selection"
 NO_EDITOR = {"success": False, "message": "No active editor found"}
@@ -79,7 +79,7 @@ def notified(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 async def selection_where(client: McpClient, predicate: Callable[[dict[str, Any]], bool], *,
-                          after: int = 0, timeout: float = 5.0) -> tuple[int, dict[str, Any]]:
+                          after: int = 0, timeout: float = WAIT) -> tuple[int, dict[str, Any]]:
     """The first selection_changed at index ``after`` or later whose params match."""
     with trio.fail_after(timeout):
         while True:
@@ -575,7 +575,7 @@ async def killed_server(nvim_address: str, nvim, config: Path) -> None:
     process = await trio.lowlevel.open_process([*SERVE, "--nvim", nvim_address], env=env,
                                                stderr=subprocess.DEVNULL)
     try:
-        with trio.fail_after(15):
+        with trio.fail_after(WAIT):
             while not list(config.glob("ide/*.lock")):
                 assert process.poll() is None, "serve exited early"
                 await trio.sleep(0.02)
@@ -584,7 +584,7 @@ async def killed_server(nvim_address: str, nvim, config: Path) -> None:
     finally:
         process.send_signal(signal.SIGKILL)
         await process.wait()
-    with trio.fail_after(5):  # until Neovim has seen the channel close
+    with trio.fail_after(WAIT):  # until Neovim has seen the channel close
         while await nvim.request("nvim_get_chan_info", channel):
             await trio.sleep(0.01)
     lock = next(config.glob("ide/*.lock"))

@@ -26,7 +26,7 @@ from claude_nvim._selection import SelectionFeature
 from claude_nvim._tool import BOTH
 from claude_nvim._wire import constants as protocol
 from claude_nvim.testing import mcp_client, running_app
-from helpers import masked_frame, raw_upgrade
+from helpers import WAIT, masked_frame, raw_upgrade
 
 
 def flatten(group: BaseException) -> list[BaseException]:
@@ -130,7 +130,7 @@ async def test_ide_names_the_project_and_tells_two_neovims_on_it_apart(app, nvim
             project = tmp_path / "parser project"
             project.mkdir()
             await nvim.exec_lua("vim.fn.chdir(...)", str(project))
-            with trio.fail_after(5):
+            with trio.fail_after(WAIT):
                 while name(app.lock_path) != "Neovim \N{MIDDLE DOT} parser project":
                     await trio.sleep(0.01)
             # The locks of claude-nvim by either name are found (claude-nvim claude, mcp).
@@ -149,7 +149,7 @@ async def test_workspace_folders_follow_cd(app, nvim, tmp_path):
     other = tmp_path / "other dir"
     other.mkdir()
     await nvim.exec_lua("vim.fn.chdir(...)", str(other))
-    with trio.fail_after(5):
+    with trio.fail_after(WAIT):
         while json.loads(app.lock_path.read_text())["workspaceFolders"] != [str(other)]:
             await trio.sleep(0.01)
 
@@ -197,7 +197,7 @@ async def test_a_challenge_gets_a_proof_of_the_token_never_the_token(app):
                           b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
                           b"X-Claude-Nvim-Challenge: abc\r\n\r\n")
     answer = b""
-    with trio.fail_after(5):
+    with trio.fail_after(WAIT):
         while chunk := await stream.receive_some():
             answer += chunk
     assert answer.startswith(b"HTTP/1.1 401 ")
@@ -255,7 +255,7 @@ async def test_a_blocking_tool_does_not_hold_up_other_calls_or_clients(nvim_addr
     ):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(blocked, a)
-            with trio.fail_after(5):
+            with trio.fail_after(WAIT):
                 assert (await a.call_json("getOpenEditors"))["tabs"] == []
                 assert (await b.call_json("getOpenEditors"))["tabs"] == []
             assert answers == []
@@ -278,7 +278,7 @@ async def test_client_disconnect_cancels_its_calls(nvim_address, tmp_path):
             await client.send({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
                                "params": {"name": "wait"}})
             await trio.sleep(0.05)
-        with trio.fail_after(5):
+        with trio.fail_after(WAIT):
             await cancelled.wait()
         async with mcp_client(app.port, app.token) as again:
             assert (await again.request("ping"))["result"] == {}
@@ -311,7 +311,7 @@ async def test_a_cancelled_call_ends_alone_and_the_connection_goes_on(nvim_addre
         assert cancelled == ["b"]
         release.set()
         # The connection goes on, its calls answered by tasks that are reused.
-        with trio.fail_after(5):
+        with trio.fail_after(WAIT):
             async with trio.open_nursery() as nursery:
                 for _ in range(20):
                     nursery.start_soon(client.call_json, "getWorkspaceFolders")
@@ -330,7 +330,7 @@ async def test_neovim_quitting_stops_the_app_and_removes_the_lock(nvim_address, 
             async with mcp_client(app.port, app.token) as client:
                 assert app.lock_path.exists()
                 await app.editor.request("nvim_input", ":qall!<CR>")
-                with trio.fail_after(5), pytest.raises(ConnectionClosed):
+                with trio.fail_after(WAIT), pytest.raises(ConnectionClosed):
                     await client.ws.get_message()
     assert any(isinstance(e, EditorGone) for e in flatten(info.value))
     assert list(lock_dir.iterdir()) == []
@@ -421,7 +421,7 @@ async def test_lua_errors_reach_the_server_log_not_messages(app, nvim, caplog):
         "vim.api.nvim_create_autocmd('User', {pattern = 'Boom', callback ="
         " package.loaded['claude_nvim.core'].guard(function() error('kaboom in lua') end)})")
     await nvim.request("nvim_command", "doautocmd User Boom")
-    with trio.fail_after(5):
+    with trio.fail_after(WAIT):
         while not any("kaboom in lua" in r.getMessage() for r in caplog.records):
             await trio.sleep(0.01)
     messages = await nvim.exec_lua("return vim.api.nvim_exec2('messages', {output=true}).output")
@@ -437,7 +437,7 @@ async def test_a_lua_error_names_the_lua_file_and_line(app, nvim, caplog):
         "core.guard(function() selection.slice(nil, 10) end)()\n"
         "local _, trace = xpcall(selection.slice, debug.traceback, nil, 10)\n"
         "core.log('error', trace)")
-    with trio.fail_after(5):
+    with trio.fail_after(WAIT):
         while len(logged := [r.getMessage() for r in caplog.records
                              if "attempt to index" in r.getMessage()]) < 2:
             await trio.sleep(0.01)
@@ -476,7 +476,7 @@ async def test_lua_log_calls_of_any_level_reach_the_server_log(app, nvim, caplog
     await nvim.exec_lua("package.loaded['claude_nvim.core'].log(nil, 'said at nil')")
     levels[None] = logging.ERROR
     seen = {}
-    with trio.fail_after(5):
+    with trio.fail_after(WAIT):
         while len(seen) < len(levels):
             await trio.sleep(0.01)
             seen = {r.getMessage().split("said at ")[1].split()[0]: r.levelno
@@ -525,7 +525,7 @@ async def test_invalid_utf8_closes_1007_and_others_are_untouched(app):
     async with mcp_client(app.port, app.token) as bystander:
         stream = await raw_upgrade(app.port, app.token)
         await stream.send_all(masked_frame(0x1, b'{"x":"\xff\xfe"}'))
-        with trio.fail_after(5):
+        with trio.fail_after(WAIT):
             frame = await stream.receive_some(4096)
         assert frame[0] == 0x88  # a close frame ...
         assert int.from_bytes(frame[2:4], "big") == 1007  # ... saying why
@@ -549,7 +549,7 @@ async def test_a_client_that_never_finishes_the_handshake_is_dropped(nvim_addres
         await nursery.start(app.run)
         stream = await trio.open_tcp_stream("127.0.0.1", app.port)
         await stream.send_all(b"GET / HTTP/1.1\r\n")  # ... and nothing more
-        with trio.fail_after(5):
+        with trio.fail_after(WAIT):
             assert await stream.receive_some(4096) == b""  # closed by the server
         nursery.cancel_scope.cancel()
 
@@ -584,7 +584,7 @@ async def test_a_connection_has_a_bounded_number_of_calls_in_the_works(nvim_addr
             assert (await bystander.request("ping"))["result"] == {}  # the others are served
             release.set()
             received = b""
-            with trio.fail_after(20):
+            with trio.fail_after(WAIT):
                 while received.count(b'"text":"done"') < calls:
                     received += await stream.receive_some(1 << 16)
         assert len(started) == calls
@@ -609,7 +609,7 @@ async def test_a_client_gone_while_its_reading_waits_has_its_calls_cancelled(
             .encode()) for n in range(MAX_IN_FLIGHT)))  # the server reads no more for now
         await trio.sleep(0.3)
         await stream.aclose()
-        with trio.fail_after(5):
+        with trio.fail_after(WAIT):
             while len(cancelled) < MAX_IN_FLIGHT:
                 await trio.sleep(0.05)
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import trio
 
 from claude_nvim.testing import McpError, attached_editor, mcp_client
+from helpers import WAIT
 
 SECONDS = float(os.environ.get("CLAUDE_NVIM_SOAK_SECONDS", "3"))
 CLIENTS = 20
@@ -42,7 +43,7 @@ async def test_soak(nvim_address, tmp_path):
         [sys.executable, "-m", "claude_nvim", "serve", "--nvim", nvim_address,
          "--log-level", "warning"], env=env, stderr=subprocess.PIPE)
     try:
-        with trio.fail_after(15):
+        with trio.fail_after(WAIT):
             while not list((tmp_path / "cfg").glob("ide/*.lock")):
                 await trio.sleep(0.05)
         lock = next((tmp_path / "cfg").glob("ide/*.lock"))

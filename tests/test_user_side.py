@@ -12,7 +12,7 @@ import pytest
 import trio
 
 from claude_nvim.testing import mcp_client, running_app
-from helpers import claude_in_a_terminal, handed_over, messages
+from helpers import WAIT, claude_in_a_terminal, handed_over, messages
 
 CLAUDE_NVIM = [sys.executable, "-m", "claude_nvim"]
 
@@ -95,7 +95,7 @@ async def test_neovim_knows_how_many_claudes_listen(app, client, nvim, tmp_path)
             table.insert(_G.said, a.match .. ' ' .. a.data.clients) end})""")
 
     async def clients_become(count):
-        with trio.fail_after(5):
+        with trio.fail_after(WAIT):
             while await nvim.exec_lua("return vim.g.claude_nvim_server.clients") != count:
                 await trio.sleep(0.05)
 
@@ -114,7 +114,7 @@ async def proposal_bar(nvim, client, path):
         nursery.start_soon(client.call_tool, "openDiff", {
             "old_file_path": str(path), "new_file_path": str(path),
             "new_file_contents": "n\n", "tab_name": "a proposal"})
-        with trio.fail_after(5):
+        with trio.fail_after(WAIT):
             while "accepts" not in (winbar := await nvim.exec_lua("return vim.wo.winbar")):
                 await trio.sleep(0.05)
         await nvim.request("nvim_command", "ClaudeNvimDiffDeny")
@@ -196,7 +196,7 @@ async def test_unproven_two_claudes_claiming_one_terminal_the_first_keeps_it(app
         await first.next_notification("selection_changed")
         async with mcp_client(app.port, app.token, pid=pid) as second:
             await second.next_notification("selection_changed")
-            with trio.fail_after(5):
+            with trio.fail_after(WAIT):
                 while "two Claudes claim one terminal" not in (said := await messages(nvim)):
                     await trio.sleep(0.05)
             assert (f"two Claudes claim one terminal: the Claude in terminal buffer {buf} "
@@ -289,7 +289,7 @@ async def test_claude_command_gives_claude_only_what_the_running_server_publishe
         "transport": "ws", "authToken": "stale-token"}))
     env = {**os.environ, "CLAUDE_NVIM_CLAUDE": str(fake_claude(tmp_path)),
            "CLAUDE_CONFIG_DIR": str(tmp_path / "cfg"), "NVIM": nvim_address}
-    with trio.fail_after(30):
+    with trio.fail_after(WAIT):
         done = await trio.run_process([*CLAUDE_NVIM, "claude"], env=env, cwd=tmp_path,
                                       check=False, capture_stderr=True)
     assert done.returncode == 7, done.stderr
@@ -301,7 +301,7 @@ async def test_claude_command_gives_claude_only_what_the_running_server_publishe
 def test_claude_command_without_a_neovim_explains(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "NVIM"}
     done = subprocess.run([*CLAUDE_NVIM, "claude"], env=env, capture_output=True, text=True,
-                          timeout=30)
+                          timeout=WAIT)
     assert done.returncode == 2
     assert "claude-nvim claude --nvim" in done.stderr
 
@@ -312,7 +312,7 @@ async def test_a_mention_nobody_receives_expires_with_a_message(nvim_address, nv
         # An 80-column terminal: the messages are wider, and must not stop Neovim at a prompt.
         await nvim.request("nvim_ui_attach", 80, 24, {"ext_linegrid": True})
         await nvim.request("nvim_command", f"ClaudeNvimAdd {tmp_path}")
-        with trio.fail_after(5):
+        with trio.fail_after(WAIT):
             while "dropped" not in (messages := await nvim.exec_lua(
                     "return vim.api.nvim_exec2('messages', {output=true}).output")):
                 await trio.sleep(0.05)
@@ -333,11 +333,11 @@ async def test_closing_the_terminal_stops_claude_and_removes_the_lock(nvim_addre
     env = {**os.environ, "CLAUDE_NVIM_CLAUDE": str(sleeper), "CLAUDE_CONFIG_DIR": str(config),
            "NVIM": nvim_address}
     process = await trio.lowlevel.open_process([*CLAUDE_NVIM, "claude"], env=env)
-    with trio.fail_after(15):
+    with trio.fail_after(WAIT):
         while not list(config.glob("ide/*.lock")):
             await trio.sleep(0.05)
     process.send_signal(signal.SIGHUP)  # what closing the :terminal sends
-    with trio.fail_after(15):
+    with trio.fail_after(WAIT):
         await process.wait()
     assert list((config / "ide").iterdir()) == []  # no lock, no private config left
 
@@ -345,7 +345,7 @@ async def test_closing_the_terminal_stops_claude_and_removes_the_lock(nvim_addre
 def test_claude_command_help_is_its_own_and_says_claudes_options_follow():
     env = {k: v for k, v in os.environ.items() if k != "NVIM"}
     done = subprocess.run([*CLAUDE_NVIM, "claude", "--help"], env=env, capture_output=True,
-                          text=True, timeout=30)
+                          text=True, timeout=WAIT)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage: claude-nvim claude [-h] [--nvim ADDR]")
     assert "--log-file" in done.stdout and "claude's own" in done.stdout
@@ -386,7 +386,7 @@ def test_claude_command_failures_are_one_line(nvim_address, tmp_path):
     for address, cause in ((str(tmp_path / "none.sock"), "cannot reach Neovim at"),
                            (nvim_address, f"cannot write the lock file in {config_file}/ide")):
         done = subprocess.run([*CLAUDE_NVIM, "claude", "--nvim", address], env=env,
-                              capture_output=True, text=True, timeout=30)
+                              capture_output=True, text=True, timeout=WAIT)
         assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
         assert len(done.stderr.splitlines()) == 1
         assert done.stderr.startswith(f"claude-nvim: {cause}")
@@ -400,7 +400,7 @@ async def test_a_message_wider_than_the_screen_never_stops_neovim_at_a_prompt(
     if options:
         await nvim.request("nvim_command", options)
     said = "Claude's edit of " + "/very/long/path" * 10 + " is not shown"
-    with trio.fail_after(5):  # a prompt would hold this call
+    with trio.fail_after(WAIT):  # a prompt would hold this call
         await nvim.exec_lua("package.loaded['claude_nvim.core'].tell(...)", said, "WARN")
     assert (await nvim.request("nvim_get_mode"))["blocking"] is False
     messages = await nvim.exec_lua("return vim.api.nvim_exec2('messages', {output=true}).output")

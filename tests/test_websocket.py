@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import array
 import base64
 import contextlib
+import fcntl
 import hashlib
 import os
 import re
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 
@@ -33,7 +36,7 @@ from claude_nvim._wire.frames import (
     parse_close,
 )
 from claude_nvim._wire.websocket import serve
-from helpers import KEY, upgrade
+from helpers import KEY, WAIT, upgrade
 
 
 def client_frame(opcode: int, payload: bytes, *, fin: bool = True, mask: bytes | None = None,
@@ -201,7 +204,7 @@ async def http(port: int, request: bytes) -> bytes:
     stream = await trio.open_tcp_stream("127.0.0.1", port)
     await stream.send_all(request)
     response = b""
-    with trio.fail_after(5):  # an error is answered and closed; an upgrade stays open
+    with trio.fail_after(WAIT):  # an error is answered and closed; an upgrade stays open
         while chunk := await stream.receive_some(4096):
             response += chunk
             if response.startswith(b"HTTP/1.1 101") and b"\r\n\r\n" in response:
@@ -254,7 +257,7 @@ async def test_messages_and_frames_sent_right_after_the_upgrade(port):
     await stream.send_all(upgrade() + client_frame(TEXT, b"hello")
                           + client_frame(PING, b"are you there"))
     received = b""
-    with trio.fail_after(5):
+    with trio.fail_after(WAIT):
         while frame(TEXT, b"HELLO") not in received or frame(PONG, b"are you there") \
                 not in received:
             received += await stream.receive_some(4096)
@@ -274,7 +277,7 @@ async def answered_once(nursery, answer, *, stall_timeout: float) -> trio.Socket
             await ws.serve(lambda message: tasks.start_soon(answer, ws))
 
     port = await nursery.start(lambda task_status: serve(
-        handler, 0, max_message_size=2**20, handshake_timeout=1, stall_timeout=stall_timeout,
+        handler, 0, max_message_size=2**20, handshake_timeout=WAIT, stall_timeout=stall_timeout,
         task_status=task_status))
     stream = await trio.open_tcp_stream("127.0.0.1", port)
     await stream.send_all(upgrade() + client_frame(TEXT, b"go"))
@@ -294,7 +297,7 @@ async def test_a_sender_waits_for_room_before_queueing_never_after(nursery):
     await trio.sleep(0.3)  # the client reads nothing yet
     assert sent == ["big"]
     received = b""
-    with trio.fail_after(5):
+    with trio.fail_after(WAIT):
         while not received.endswith(frame(TEXT, b"small")):
             received += await stream.receive_some(1 << 20)
     assert sent == ["big", "small"]
@@ -309,23 +312,47 @@ async def test_a_stall_deadline_that_passed_while_idle_drops_nobody(nursery):
 
     stream = await answered_once(nursery, answer, stall_timeout=0.2)
     received = b""
-    with trio.fail_after(5):
+    with trio.fail_after(WAIT):
         while frame(TEXT, b"two") not in received:
             chunk = await stream.receive_some(4096)
             assert chunk, "dropped"
             received += chunk
 
 
+def waiting_to_be_read(stream: trio.SocketStream) -> int:
+    """Bytes that have arrived for ``stream`` and are not read yet."""
+    count = array.array("i", [0])
+    fcntl.ioctl(stream.socket.fileno(), termios.FIONREAD, count)
+    return count[0]
+
+
+def read_by_the_other_end(stream: trio.SocketStream) -> bool:
+    """Whether what ``stream`` sent has been read by the process at the other end (over
+    loopback: both ends' queues are in /proc/net/tcp)."""
+    here, there = stream.socket.getsockname()[1], stream.socket.getpeername()[1]
+    queues = {}
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, remote = (int(a.split(":")[1], 16) for a in fields[1:3])
+        tx, rx = (int(q, 16) for q in fields[4].split(":"))
+        queues[local, remote] = tx, rx
+    return queues.get((here, there), (1, 0))[0] == 0 and queues.get((there, here), (0, 1))[1] == 0
+
+
 async def test_pings_not_read_get_one_pong_not_one_each(nursery):
     """A client that pings and does not read cannot make the server queue pongs."""
-    stream = await answered_once(nursery, lambda ws: ws.send("x" * (16 << 20)), stall_timeout=10)
-    await trio.sleep(0.2)  # 16 MiB on its way: the socket buffers are full, the writer waits
+    stream = await answered_once(nursery, lambda ws: ws.send("x" * (16 << 20)), stall_timeout=WAIT)
+    with trio.fail_after(WAIT):  # 16 MiB on its way: the writer is busy with it until we read
+        while waiting_to_be_read(stream) < 65536:
+            await trio.sleep(0.01)
     pings = 20000
     for n in range(pings):
         await stream.send_all(client_frame(PING, n.to_bytes(4, "big"), mask=b"abcd"))
-    await trio.sleep(0.2)
+    with trio.fail_after(WAIT):  # the server has read every ping
+        while not read_by_the_other_end(stream):
+            await trio.sleep(0.01)
     received = bytearray()
-    with trio.fail_after(10):
+    with trio.fail_after(WAIT):
         while not received.endswith(frame(PONG, (pings - 1).to_bytes(4, "big"))):
             received += await stream.receive_some(1 << 20)
     pongs = received[16 << 20:].count(b"\x8a\x04")
@@ -373,7 +400,7 @@ def limited_server(tmp_path, soft: int, hard: int):
 
 async def handshake_time(port: int) -> float:
     start = time.perf_counter()
-    with trio.fail_after(5):
+    with trio.fail_after(WAIT):
         stream = await trio.open_tcp_stream("127.0.0.1", port)
         await stream.send_all(upgrade())
         assert (await stream.receive_some(4096)).startswith(b"HTTP/1.1 101 ")
@@ -393,7 +420,8 @@ async def test_idle_connections_cannot_keep_a_client_out(tmp_path):
     # handshakes are dropped, so a client that sends its request is served at once.
     with limited_server(tmp_path, 128, 128) as (_, port, _):
         idle = [await trio.open_tcp_stream("127.0.0.1", port) for _ in range(200)]
-        assert await handshake_time(port) < 3
+        # Served before any idle one's handshake could time out (30 s) and free its file.
+        assert await handshake_time(port) < 20
         for stream in idle:
             await stream.aclose()
 
@@ -407,10 +435,11 @@ async def test_out_of_open_files_is_logged_once_and_the_server_recovers(tmp_path
         await trio.sleep(1.5)  # accept fails ten times a second meanwhile
         for stream in clients:
             await stream.aclose()
-        with trio.fail_after(10):
+        with trio.fail_after(WAIT):
             while "accepting connections again" not in log.read_text():
                 await trio.sleep(0.05)
-        assert await handshake_time(port) < 3
+        # Served before any idle one's handshake could time out (30 s) and free its file.
+        assert await handshake_time(port) < 20
         text = log.read_text()
         assert text.count("cannot accept connections") == 1, text[-2000:]
         assert "Traceback" not in text

@@ -5,13 +5,15 @@ machine: ``claude/`` is Claude's copy, ``nvim/`` Neovim's, joined by the path ma
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import trio
 
 from claude_nvim._paths import PathMap
 from claude_nvim._writes.watcher import Watcher
 from claude_nvim.testing import mcp_client, running_app
-from helpers import PendingDiff, diff_args, edit, eventually, messages
+from helpers import WAIT, PendingDiff, diff_args, edit, eventually, messages
 
 SHOWS = """
 local buf, lines = vim.fn.bufnr(select(1, ...)), select(2, ...)
@@ -37,11 +39,18 @@ async def remote_app(nvim_address, tmp_path, copies):
         yield app
 
 
+async def told_open(app, path: Path) -> None:
+    """Once Neovim has told the server that it has ``path`` (Claude's) open."""
+    with trio.fail_after(WAIT):
+        while str(path) not in app.writes._open:
+            await trio.sleep(0.01)
+
+
 async def test_a_write_there_shows_in_neovims_copy(remote_app, ui, copies):
     claude, nvim = copies
     buf = await edit(ui, nvim / "a.py")
     await ui.exec_lua("vim.api.nvim_win_set_cursor(0, {2, 0})")
-    await trio.sleep(0.2)  # Neovim has told the server which files it has open
+    await told_open(remote_app, claude / "a.py")
     (claude / "a.py").write_text("one\ntwo\nthree\n")
     await eventually(ui, SHOWS, str(nvim / "a.py"), ["one", "two", "three"])
     assert (nvim / "a.py").read_text() == "one\ntwo\n"  # Neovim's copy is not written
@@ -55,10 +64,12 @@ async def test_unsaved_changes_are_kept_and_the_user_told_once(remote_app, ui, c
     claude, nvim = copies
     await edit(ui, nvim / "a.py")
     await ui.exec_lua("vim.api.nvim_buf_set_lines(0, 0, 1, false, {'mine'})")
-    await trio.sleep(0.2)
-    for text in ("x\n", "y\n"):
-        (claude / "a.py").write_text(text)
-        await trio.sleep(0.3)
+    await told_open(remote_app, claude / "a.py")
+    (claude / "a.py").write_text("x\n")
+    await eventually(ui, "return vim.fn.execute('messages'):find('a.py changed where Claude', "
+                         "1, true) ~= nil")
+    (claude / "a.py").write_text("y\n")
+    await trio.sleep(0.3)  # told again meanwhile, it would be now
     assert await ui.exec_lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)") == [
         "mine", "two"]
     said = await messages(ui)
@@ -93,7 +104,7 @@ async def test_a_buffer_of_a_url_shows_the_write(nvim_address, tmp_path, ui, cop
     claude, _ = copies
     url = "scp://box//srv/app"
     async with running_app(nvim_address, lock_directory=tmp_path / "ide", remote=True,
-                           paths=PathMap([(str(claude), url)])):
+                           paths=PathMap([(str(claude), url)])) as app:
         await ui.exec_lua("""
           local buf = vim.api.nvim_create_buf(true, false)
           vim.api.nvim_buf_set_name(buf, ...)
@@ -101,7 +112,7 @@ async def test_a_buffer_of_a_url_shows_the_write(nvim_address, tmp_path, ui, cop
           vim.bo[buf].modified = false
           vim.api.nvim_set_current_buf(buf)""", f"{url}/a.py")
         await ui.exec_lua("vim.api.nvim_exec_autocmds('BufReadPost', { buffer = 0 })")
-        await trio.sleep(0.2)
+        await told_open(app, claude / "a.py")
         (claude / "a.py").write_text("one\ntwo\nthree\n")
         await eventually(ui, SHOWS, f"{url}/a.py", ["one", "two", "three"])
 
