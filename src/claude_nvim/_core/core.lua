@@ -195,16 +195,24 @@ local function refusal(path, stat, limit)
   return nil
 end
 
---- Why a tool must not make Neovim read the file at `path`, or nil (also when there is none).
+local OPEN_FLAGS = bit.bor(uv.constants.O_RDONLY, uv.constants.O_NONBLOCK,
+                           uv.constants.O_NOCTTY or 0)
+
+--- Why Neovim must not open the file at `path` for Claude (a tool, claude's $VISUAL), or nil
+--- (also when there is none: a new file). Checked as a reload checks: what stat says of the
+--- path, then what fstat says of it opened without blocking (no FIFO holds Neovim in open()).
 ---@param path string
 ---@return string|nil why
 function M.unloadable(path)
   local stat = uv.fs_stat(path)
+  local why = stat and refusal(path, stat)
+  if why or not stat then return why end
+  local fd = uv.fs_open(path, OPEN_FLAGS, 0)
+  if fd == nil then return nil end  -- unreadable: Neovim says so as it loads it
+  stat = uv.fs_fstat(fd)
+  uv.fs_close(fd)
   return stat and refusal(path, stat)
 end
-
-local OPEN_FLAGS = bit.bor(uv.constants.O_RDONLY, uv.constants.O_NONBLOCK,
-                           uv.constants.O_NOCTTY or 0)
 local function unreadable(path, err)  -- luv's "EACCES: permission denied: /path"
   return ('%s cannot be read (%s)'):format(path, tostring(err):match('^%u+: ([^:]+)') or err)
 end
