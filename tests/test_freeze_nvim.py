@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from helpers import eventually
+import claude_nvim._review as review_feature
+from helpers import HookedClaude, edit, eventually, published_settings
 from plugin_kit import ROOT
 
 # A hang guard, not a timing target: before the fixes these calls took minutes to forever.
@@ -77,3 +78,67 @@ async def test_claudes_editor_without_the_servers_lua_still_refuses_a_fifo(nvim,
     finally:
         release(path)
     assert done.returncode == 1 and f"{path} is not a regular file" in done.stderr
+
+
+# -- the end of a turn --------------------------------------------------------------------------
+
+# realpath()s counted while review.recorded looks `paths` up among the buffers.
+RECORDED = """
+local real, count = vim.uv.fs_realpath, 0
+vim.uv.fs_realpath = function(...) count = count + 1; return real(...) end
+local ok, loaded = pcall(require('claude_nvim.review').recorded,
+                         { number = 1, label = 'x', files = #select(1, ...) }, select(1, ...))
+vim.uv.fs_realpath = real
+assert(ok, loaded)
+return { loaded = loaded, realpaths = count }"""
+
+
+async def test_the_end_of_a_big_turn_looks_each_buffer_up_once(app, nvim, tmp_path):
+    files = [tmp_path / f"f{i}.py" for i in range(600)]
+    for path in files:
+        path.write_text("x\n")
+    # 200 loaded buffers (50 of them the turn's, one reached through a symbolic link), named
+    # otherwise than the turn's paths for some: the lookup has to resolve them.
+    (tmp_path / "link").symlink_to(tmp_path)
+    opened = [tmp_path / "link" / "f0.py", *files[1:50],
+              *(tmp_path / f"other{i}.py" for i in range(150))]
+    await nvim.exec_lua("for _, p in ipairs(...) do vim.fn.bufload(vim.fn.bufadd(p)) end",
+                        [str(p) for p in opened])
+    with trio.fail_after(HANG):
+        got = await nvim.exec_lua(RECORDED, [str(p) for p in files])
+    assert sorted(got["loaded"]) == sorted(str(p) for p in files[:50])
+    assert got["realpaths"] <= len(files) + len(opened)
+
+
+async def test_a_big_turn_is_told_to_neovim_a_slice_a_call(app, client, ui, tmp_path,
+                                                           monkeypatch):
+    monkeypatch.setattr(review_feature, "PATHS_PER_CALL", 2)
+    monkeypatch.setattr(review_feature, "MARK_BYTES_PER_CALL", 10)
+    with trio.fail_after(5):
+        while not app.hooks.entries():
+            await trio.sleep(0.02)
+    claude = HookedClaude(client, published_settings(app.claude_args), tmp_path)
+    paths = [tmp_path / f"f{i}.py" for i in range(5)]
+    for path in paths:
+        path.write_text("one\ntwo\n")
+    bufs = [await edit(ui, path) for path in paths[:3]]
+    await ui.exec_lua("""
+        local review = require('claude_nvim.review')
+        _G.calls = {}
+        for _, name in ipairs({ 'recorded', 'mark' }) do
+          local real = review[name]
+          review[name] = function(a, b)
+            table.insert(_G.calls, { name, vim.tbl_count(b) })
+            return real(a, b)
+          end
+        end""")
+    await claude.prompt("Number them.")
+    for path in paths:
+        await claude.edit(path, "two", "2")
+    await claude.stop()
+    signs = "return #vim.api.nvim_buf_get_extmarks(..., -1, 0, -1, { type = 'sign' }) > 0"
+    for buf in bufs:
+        await eventually(ui, signs, buf)
+    calls = await ui.exec_lua("return _G.calls")
+    assert calls == [["recorded", 2], ["recorded", 2], ["recorded", 1],
+                     ["mark", 1], ["mark", 1], ["mark", 1]]
