@@ -80,6 +80,41 @@ async def test_claudes_editor_without_the_servers_lua_still_refuses_a_fifo(nvim,
     assert done.returncode == 1 and f"{path} is not a regular file" in done.stderr
 
 
+# -- titles -------------------------------------------------------------------------------------
+
+async def plugin_lua(nvim) -> None:
+    await nvim.exec_lua("vim.opt.rtp:prepend(...)", str(ROOT))
+
+
+@pytest.mark.parametrize("word", ["fix the parser ", "\N{LATIN SMALL LETTER E WITH ACUTE}",
+                                  "\N{CJK UNIFIED IDEOGRAPH-4E2D}"])
+async def test_a_title_of_any_length_names_a_claude_by_its_start(nvim, word):
+    await plugin_lua(nvim)
+    title = "\N{EIGHT SPOKED ASTERISK} " + word * (1_000_000 // len(word.encode()))
+    with trio.fail_after(HANG):
+        name = await nvim.exec_lua("return require('claude_nvim.claudes').title_name(...)",
+                                   title)
+        width = await nvim.exec_lua("return vim.fn.strdisplaywidth(...)", name)
+    assert name.endswith("\N{HORIZONTAL ELLIPSIS}") and title[2:].startswith(name[:-1])
+    assert 39 <= width <= 40
+    # Short titles are names as they are; claude's default is none.
+    for title, expected in [("\N{EIGHT SPOKED ASTERISK} fix it", "fix it"),
+                            ("\N{EIGHT SPOKED ASTERISK} Claude Code", None), ("zsh", None)]:
+        assert await nvim.exec_lua("return require('claude_nvim.claudes').title_name(...)",
+                                   title) == expected
+
+
+async def test_the_users_long_name_is_cut_too(nvim):
+    await plugin_lua(nvim)
+    with trio.fail_after(HANG):
+        label = await nvim.exec_lua("""
+            local buf = vim.api.nvim_create_buf(false, true)
+            vim.b[buf].claude_nvim_name = string.rep('parser work ', 100000)
+            return require('claude_nvim.claudes').label({ n = 2, buf = buf })""")
+    assert label.startswith("Claude 2 \N{MIDDLE DOT} parser work parser work")
+    assert label.endswith("\N{HORIZONTAL ELLIPSIS}") and len(label) < 60
+
+
 # -- the end of a turn --------------------------------------------------------------------------
 
 # realpath()s counted while review.recorded looks `paths` up among the buffers.
