@@ -115,6 +115,70 @@ async def test_the_users_long_name_is_cut_too(nvim):
     assert label.endswith("\N{HORIZONTAL ELLIPSIS}") and len(label) < 60
 
 
+# -- notices --------------------------------------------------------------------------------------
+
+# The server's Lua entry the hooks use (claude_nvim.hooks.update), fired as a flood: Claude 1
+# alternating waiting and done, `count` times, all at once.
+FLOOD = """
+vim.opt.rtp:prepend(select(1, ...))
+vim.cmd('runtime plugin/claude_nvim.lua')
+local hooks = dofile(select(1, ...) .. '/src/claude_nvim/_hooks/hooks.lua')
+vim.g.claude_nvim_server = { claudes = {} }
+_G.notified = {}
+vim.notify = function(msg) table.insert(_G.notified, msg) end
+for i = 1, select(2, ...) do
+  local state = i % 2 == 1 and 'done' or 'waiting'
+  hooks.update({ id = 1, state = state, since = i, label = 'Claude 1' }, true)
+end
+return _G.notified"""
+
+
+async def test_a_flood_of_states_makes_at_most_a_notice_a_second(nvim):
+    first = await nvim.exec_lua(FLOOD, str(ROOT), 2000)
+    assert first == ["Claude 1 is done"]
+    # At the end of the second, the state it is in (once).
+    notified = await eventually(nvim, "return #_G.notified > 1 and _G.notified")
+    assert notified == ["Claude 1 is done", "Claude 1 is waiting for you"]
+
+
+# A Claude shown in a window of this tab, which starts waiting in sight (not told).
+IN_SIGHT = """
+vim.opt.rtp:prepend(select(1, ...))
+vim.cmd('runtime plugin/claude_nvim.lua')
+local hooks = dofile(select(1, ...) .. '/src/claude_nvim/_hooks/hooks.lua')
+vim.g.claude_nvim_server = { claudes = {} }
+_G.notified = {}
+vim.notify = function(msg) table.insert(_G.notified, msg) end
+vim.cmd('vsplit')
+local buf = vim.api.nvim_create_buf(false, true)
+vim.api.nvim_win_set_buf(0, buf)
+vim.api.nvim_buf_set_lines(buf, 0, -1, false, { 'Claude' })  -- not reused by :edit
+vim.b[buf].claude_nvim_terminal = 1
+hooks.update({ id = 1, state = 'working', since = 1, terminal = buf }, true)
+hooks.update({ id = 1, state = 'waiting', since = 2, terminal = buf }, true)
+return _G.notified"""
+
+
+@pytest.mark.parametrize("hide", ["close", "other buffer", "tab", "focus"])
+async def test_a_claude_that_waits_is_told_of_when_it_goes_out_of_sight(ui, hide):
+    assert await ui.exec_lua(IN_SIGHT, str(ROOT)) == []
+    if hide == "close":
+        await ui.request("nvim_command", "close")
+    elif hide == "other buffer":
+        await ui.request("nvim_command", "edit other.txt")
+    elif hide == "tab":
+        await ui.request("nvim_command", "tabnew")
+    else:
+        await ui.request("nvim_ui_set_focus", False)
+    told = await eventually(ui, "return #_G.notified > 0 and _G.notified")
+    assert told == ["Claude 1 is waiting for you"]
+    # Once: shown and hidden again, it is the same wait.
+    await ui.request("nvim_ui_set_focus", True)
+    await ui.request("nvim_command", "tabnew | tabclose | doautocmd WinClosed")
+    await ui.exec_lua("vim.wait(0)")
+    assert await ui.exec_lua("return _G.notified") == told
+
+
 # -- the end of a turn --------------------------------------------------------------------------
 
 # realpath()s counted while review.recorded looks `paths` up among the buffers.

@@ -154,7 +154,10 @@ end
 
 -- Whether Neovim has the focus (FocusGained / FocusLost, where the terminal reports them).
 local focused = true
-function M.focus(has) focused = has end
+function M.focus(has)
+  focused = has
+  if not has then M.out_of_sight() end
+end
 
 -- Whether the terminal of `entry`'s Claude shows in a window of this tab.
 local function in_view(entry)
@@ -186,18 +189,63 @@ local function bell()
 end
 
 local TOLD = { waiting = 'is waiting for you', done = 'is done' }
+local NOTICE_GAP_MS = 1000  -- between two notices of one Claude: hooks may change it 1000s a second
+local told = {}   -- Claude id -> what the user was last told of it: { state, since, at (ms) }
+local later = {}  -- Claude id -> true: its next notice waits for the end of the gap
+
+local function now_ms() return (vim.uv or vim.loop).hrtime() / 1e6 end
+
+local function server_entries()
+  local server = vim.g.claude_nvim_server
+  local claudes = type(server) == 'table' and server.claudes
+  return type(claudes) == 'table' and claudes or {}
+end
+
+-- Tell the user that `entry`'s Claude waits or is done, if they cannot see it (its window
+-- hidden in this tab, or Neovim without the focus) and were not told of this state yet: at
+-- most one notice a NOTICE_GAP_MS per Claude, the one at the end of a gap of its state then.
+local function announce(entry)
+  local what = TOLD[entry.state]
+  local opts = require('claude_nvim').config
+  if not what or opts.notify == false or (focused and in_view(entry)) then return end
+  local id = entry.id or entry.terminal or 0
+  local last = told[id]
+  if last and last.state == entry.state and last.since == entry.since then return end
+  local gap = last and NOTICE_GAP_MS - (now_ms() - last.at) or 0
+  if gap > 0 then
+    if not later[id] then
+      later[id] = true
+      vim.defer_fn(function()
+        later[id] = nil
+        for _, latest in ipairs(server_entries()) do
+          if type(latest) == 'table' and (latest.id or latest.terminal or 0) == id then
+            return announce(latest)
+          end
+        end
+      end, math.ceil(gap))
+    end
+    return
+  end
+  told[id] = { state = entry.state, since = entry.since, at = now_ms() }
+  notify((M.entry_label(entry):gsub('^%l', string.upper)) .. ' ' .. what)
+  if opts.bell then bell() end
+end
 
 --- A Claude's state changed (User ClaudeNvimWorking, ClaudeNvimWaiting, ClaudeNvimDone; its
---- entry): the bars show it; waiting or done, the user is told once if they cannot see that
---- Claude (its window hidden in this tab, or Neovim without the focus), and with opts.bell
---- the terminal's bell rings.
+--- entry): the bars show it (one redraw for many changes); waiting or done, the user is told
+--- once if they cannot see that Claude (see announce), and with opts.bell the terminal's bell
+--- rings.
 function M.changed(entry)
-  M.redraw()
-  local told = type(entry) == 'table' and TOLD[entry.state]
-  local opts = require('claude_nvim').config
-  if not told or opts.notify == false or (focused and in_view(entry)) then return end
-  notify((M.entry_label(entry):gsub('^%l', string.upper)) .. ' ' .. told)
-  if opts.bell then bell() end
+  M.redraw_soon()
+  if type(entry) == 'table' then announce(entry) end
+end
+
+--- Something may have hidden a Claude (a window closed, another buffer or tab shown, Neovim
+--- lost the focus): one that waits, which the user saw start waiting, is told now.
+function M.out_of_sight()
+  for _, entry in ipairs(server_entries()) do
+    if type(entry) == 'table' and entry.state == 'waiting' then announce(entry) end
+  end
 end
 
 -- A duration in seconds, short: "40 s", "12 min", "3 h".
@@ -242,6 +290,17 @@ end
 
 function M.redraw()
   vim.cmd('redrawstatus! | redrawtabline')
+end
+
+local redraw_due = false
+--- M.redraw once the events now queued are handled: a flood of changes, one redraw.
+function M.redraw_soon()
+  if redraw_due then return end
+  redraw_due = true
+  vim.schedule(function()
+    redraw_due = false
+    M.redraw()
+  end)
 end
 
 -- claude changes its title without an event Neovim reports (before 0.12): the labels are
