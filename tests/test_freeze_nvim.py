@@ -97,6 +97,12 @@ async def test_a_title_of_any_length_names_a_claude_by_its_start(nvim, word):
         width = await nvim.exec_lua("return vim.fn.strdisplaywidth(...)", name)
     assert name.endswith("\N{HORIZONTAL ELLIPSIS}") and title[2:].startswith(name[:-1])
     assert 39 <= width <= 40
+    # Bytes that are no UTF-8 (claude sets what it likes): no error.
+    assert await nvim.exec_lua("""
+        local claudes = require('claude_nvim.claudes')
+        local ok1, a = pcall(claudes.title_name, string.rep('\\128', 1000))
+        local ok2, b = pcall(claudes.title_name, '\\226\\156\\179 ' .. string.rep('\\255', 999))
+        return { ok1, tostring(a), ok2, type(b) }""") == [True, "nil", True, "string"]
     # Short titles are names as they are; claude's default is none.
     for title, expected in [("\N{EIGHT SPOKED ASTERISK} fix it", "fix it"),
                             ("\N{EIGHT SPOKED ASTERISK} Claude Code", None), ("zsh", None)]:

@@ -43,7 +43,7 @@ local function prefix(s)
   if #s <= NAME_BYTES then return s, false end
   local last = NAME_BYTES
   while last > 0 and s:byte(last) >= 0x80 and s:byte(last) < 0xC0 do last = last - 1 end
-  if s:byte(last) >= 0xC0 then last = last - 1 end  -- where a character of several bytes starts
+  if last > 0 and s:byte(last) >= 0xC0 then last = last - 1 end  -- a character's first byte
   return s:sub(1, last), true
 end
 
