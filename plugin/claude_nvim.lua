@@ -38,14 +38,22 @@ dofile(root .. '/src/claude_nvim/_core/commands.lua').define({
 })
 
 -- What the Claudes are doing (the server's hooks): the bars show it, and the user is told
--- when one they cannot see waits or is done (claude_nvim.claudes); whether Neovim has the
--- focus, from the start.
+-- when one they cannot see waits or is done, or when one that waits goes out of sight
+-- (claude_nvim.claudes); whether Neovim has the focus, from the start.
 local group = vim.api.nvim_create_augroup('claude_nvim_claudes', { clear = true })
 vim.api.nvim_create_autocmd('User', { group = group,
   pattern = { 'ClaudeNvimWorking', 'ClaudeNvimWaiting', 'ClaudeNvimDone' },
   callback = function(ev) require('claude_nvim.claudes').changed(ev.data) end })
 vim.api.nvim_create_autocmd({ 'FocusGained', 'FocusLost' }, { group = group,
   callback = function(ev) require('claude_nvim.claudes').focus(ev.event == 'FocusGained') end })
+-- A Claude the user saw start waiting is told of once it is out of sight (these events may
+-- hide it; the check runs once they are over: a closing window is still in its tab before).
+vim.api.nvim_create_autocmd({ 'WinClosed', 'BufWinLeave', 'TabLeave' }, { group = group,
+  callback = function()
+    if package.loaded['claude_nvim.claudes'] then
+      vim.schedule(function() require('claude_nvim.claudes').out_of_sight() end)
+    end
+  end })
 
 -- The server starts once a UI is up (opts.start_server), so that Claude connects at once.
 if vim.v.vim_did_enter == 1 and #vim.api.nvim_list_uis() > 0 then

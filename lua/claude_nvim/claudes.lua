@@ -13,46 +13,108 @@ local function terminal() return require('claude_nvim.terminal') end
 local NAME_CELLS = 40
 local DEFAULT_TITLE = 'Claude Code'  -- claude's title before a conversation has a topic
 
--- `s` cut to `width` cells, '…' included.
-local function fit(s, width)
-  if vim.fn.strdisplaywidth(s) <= width then return s end
-  local chars = vim.fn.strchars(s)
-  while chars > 0 and vim.fn.strdisplaywidth(vim.fn.strcharpart(s, 0, chars)) > width - 1 do
-    chars = chars - 1
+-- A name comes from at most this many bytes of a title (or of the user's name): 40 cells are at
+-- most 160 bytes, and claude may set any title, of any length, every second it works.
+local NAME_BYTES = 256
+
+-- `s` cut to `width` cells, '…' included (also when `cut`: it was longer than `s`). ASCII by
+-- the byte; else found by halving, on a string of about NAME_BYTES bytes at most.
+local function fit(s, width, cut)
+  if not s:find('[\128-\255]') then
+    if #s <= width and not cut then return s end
+    return s:sub(1, math.min(#s, width - 1)) .. '…'
   end
-  return vim.fn.strcharpart(s, 0, chars) .. '…'
+  if not cut and vim.fn.strdisplaywidth(s) <= width then return s end
+  local low, high = 0, math.min(vim.fn.strchars(s), width)  -- chars that fit with the '…'
+  while low < high do
+    local mid = math.ceil((low + high) / 2)
+    if vim.fn.strdisplaywidth(vim.fn.strcharpart(s, 0, mid)) <= width - 1 then
+      low = mid
+    else
+      high = mid - 1
+    end
+  end
+  return vim.fn.strcharpart(s, 0, low) .. '…'
+end
+
+-- `s`'s first NAME_BYTES bytes (no character cut in two: its last one goes), and whether more
+-- followed.
+local function prefix(s)
+  if #s <= NAME_BYTES then return s, false end
+  local last = NAME_BYTES
+  while last > 0 and s:byte(last) >= 0x80 and s:byte(last) < 0xC0 do last = last - 1 end
+  if last > 0 and s:byte(last) >= 0xC0 then last = last - 1 end  -- a character's first byte
+  return s:sub(1, last), true
 end
 
 -- What claude's title says it works on, or nil: its title is a status sign (one non-ASCII
 -- character), a space, the name. Anything else (the terminal's own title before claude sets
--- one) is not a name; nor is claude's default.
+-- one) is not a name; nor is claude's default. Only the title's first NAME_BYTES bytes count.
 function M.title_name(title)
   if type(title) ~= 'string' then return nil end
-  local name = title:match('^[\194-\244][\128-\191]* (.+)$')
+  local head, cut = prefix(title)
+  local name = head:match('^[\194-\244][\128-\191]* (.+)$')
   name = name and vim.trim((name:gsub('%c', ' ')))
   if name == nil or name == '' or name == DEFAULT_TITLE then return nil end
-  return fit(name, NAME_CELLS)
+  return fit(name, NAME_CELLS, cut)
+end
+
+-- The user's name for a Claude (:ClaudeNvimRename) as its label shows it: NAME_CELLS at most.
+local function user_name(name)
+  if type(name) ~= 'string' then return nil end
+  local head, cut = prefix(name)
+  return fit((head:gsub('%c', ' ')), NAME_CELLS, cut)
+end
+
+-- Buffer variable `name` of `buf` if it is set and not '': read every second for each Claude,
+-- getbufvar() is the cheap way (vim.b costs up to 10 us a read, an unset one most).
+local function var(buf, name)
+  local value = vim.fn.getbufvar(buf, name)
+  return value ~= '' and value or nil
+end
+
+-- Each Claude's last name from its title, by buffer: { key, name }; the key is what of a title
+-- makes the name (not its status sign: claude turns that spinner every second).
+local from_title = {}
+local function title_key(title)
+  local key, signs = title:sub(1, NAME_BYTES + 8):gsub('^[\194-\244][\128-\191]* ', '', 1)
+  return signs .. key
 end
 
 -- The label of `claude` (a running one of claude_nvim.terminal): "Claude 2 · fix the parser".
 function M.label(claude)
   local buf = claude.buf
-  local name = api.nvim_buf_is_valid(buf) and (vim.b[buf].claude_nvim_name
-    or M.title_name(vim.b[buf].term_title))
+  if not api.nvim_buf_is_valid(buf) then return 'Claude ' .. claude.n end
+  local name = user_name(var(buf, 'claude_nvim_name'))
+  if not name then
+    local title, known = var(buf, 'term_title'), from_title[buf]
+    local key = title and title_key(title)
+    if not (known and known.key == key) then
+      known = { key = key, name = M.title_name(title) }
+      from_title[buf] = known
+    end
+    name = known.name
+  end
   return 'Claude ' .. claude.n .. (name and (' · ' .. name) or '')
+end
+
+-- What claude-nvim's server says of each Claude in a terminal (its hooks: state, since), by
+-- terminal buffer: read once (vim.g copies the whole record into Lua at each read).
+local function by_terminal()
+  local server = vim.g.claude_nvim_server
+  local claudes = type(server) == 'table' and server.claudes
+  local entries = {}
+  for _, entry in ipairs(type(claudes) == 'table' and claudes or {}) do
+    if type(entry) == 'table' and type(entry.terminal) == 'number' then
+      entries[entry.terminal] = entries[entry.terminal] or entry
+    end
+  end
+  return entries
 end
 
 -- What claude-nvim's server says of the Claude in terminal `buf` (its hooks: state, since),
 -- or nil (none connected there, or one started without claude-nvim's hooks).
-function M.server_entry(buf)
-  local server = vim.g.claude_nvim_server
-  local claudes = type(server) == 'table' and server.claudes
-  if type(claudes) ~= 'table' then return nil end
-  for _, entry in ipairs(claudes) do
-    if type(entry) == 'table' and entry.terminal == buf then return entry end
-  end
-  return nil
-end
+function M.server_entry(buf) return by_terminal()[buf] end
 
 -- The state of the Claude in `buf` ('working', 'waiting', 'done'), or nil when unknown.
 function M.state(buf)
@@ -92,7 +154,10 @@ end
 
 -- Whether Neovim has the focus (FocusGained / FocusLost, where the terminal reports them).
 local focused = true
-function M.focus(has) focused = has end
+function M.focus(has)
+  focused = has
+  if not has then M.out_of_sight() end
+end
 
 -- Whether the terminal of `entry`'s Claude shows in a window of this tab.
 local function in_view(entry)
@@ -124,18 +189,63 @@ local function bell()
 end
 
 local TOLD = { waiting = 'is waiting for you', done = 'is done' }
+local NOTICE_GAP_MS = 1000  -- between two notices of one Claude: hooks may change it 1000s a second
+local told = {}   -- Claude id -> what the user was last told of it: { state, since, at (ms) }
+local later = {}  -- Claude id -> true: its next notice waits for the end of the gap
+
+local function now_ms() return (vim.uv or vim.loop).hrtime() / 1e6 end
+
+local function server_entries()
+  local server = vim.g.claude_nvim_server
+  local claudes = type(server) == 'table' and server.claudes
+  return type(claudes) == 'table' and claudes or {}
+end
+
+-- Tell the user that `entry`'s Claude waits or is done, if they cannot see it (its window
+-- hidden in this tab, or Neovim without the focus) and were not told of this state yet: at
+-- most one notice a NOTICE_GAP_MS per Claude, the one at the end of a gap of its state then.
+local function announce(entry)
+  local what = TOLD[entry.state]
+  local opts = require('claude_nvim').config
+  if not what or opts.notify == false or (focused and in_view(entry)) then return end
+  local id = entry.id or entry.terminal or 0
+  local last = told[id]
+  if last and last.state == entry.state and last.since == entry.since then return end
+  local gap = last and NOTICE_GAP_MS - (now_ms() - last.at) or 0
+  if gap > 0 then
+    if not later[id] then
+      later[id] = true
+      vim.defer_fn(function()
+        later[id] = nil
+        for _, latest in ipairs(server_entries()) do
+          if type(latest) == 'table' and (latest.id or latest.terminal or 0) == id then
+            return announce(latest)
+          end
+        end
+      end, math.ceil(gap))
+    end
+    return
+  end
+  told[id] = { state = entry.state, since = entry.since, at = now_ms() }
+  notify((M.entry_label(entry):gsub('^%l', string.upper)) .. ' ' .. what)
+  if opts.bell then bell() end
+end
 
 --- A Claude's state changed (User ClaudeNvimWorking, ClaudeNvimWaiting, ClaudeNvimDone; its
---- entry): the bars show it; waiting or done, the user is told once if they cannot see that
---- Claude (its window hidden in this tab, or Neovim without the focus), and with opts.bell
---- the terminal's bell rings.
+--- entry): the bars show it (one redraw for many changes); waiting or done, the user is told
+--- once if they cannot see that Claude (see announce), and with opts.bell the terminal's bell
+--- rings.
 function M.changed(entry)
-  M.redraw()
-  local told = type(entry) == 'table' and TOLD[entry.state]
-  local opts = require('claude_nvim').config
-  if not told or opts.notify == false or (focused and in_view(entry)) then return end
-  notify((M.entry_label(entry):gsub('^%l', string.upper)) .. ' ' .. told)
-  if opts.bell then bell() end
+  M.redraw_soon()
+  if type(entry) == 'table' then announce(entry) end
+end
+
+--- Something may have hidden a Claude (a window closed, another buffer or tab shown, Neovim
+--- lost the focus): one that waits, which the user saw start waiting, is told now.
+function M.out_of_sight()
+  for _, entry in ipairs(server_entries()) do
+    if type(entry) == 'table' and entry.state == 'waiting' then announce(entry) end
+  end
 end
 
 -- A duration in seconds, short: "40 s", "12 min", "3 h".
@@ -147,23 +257,50 @@ local function ago(seconds)
 end
 
 -- Bring every running Claude's label up to date: its buffer's name and b:claude_nvim_label,
--- and the bars and tab labels that show them. Cheap: a few buffer variables read.
+-- and the bars and tab labels that show them. Cheap: a few buffer variables read. A buffer's
+-- rename costs Neovim up to 1 ms (a buffer of the old name made and wiped): one a tick, the
+-- others at the next ticks, in turn, if Claudes' titles change all at once.
+local turn = 0
 function M.refresh()
-  local changed = false
+  local changed, unnamed, live = false, {}, {}
   for _, claude in ipairs(terminal().list()) do
-    local label = M.label(claude)
     -- (Not before claude runs there: starting it names the buffer.)
-    if claude.job and label ~= vim.b[claude.buf].claude_nvim_label then
-      vim.b[claude.buf].claude_nvim_label = label
-      terminal().set_name(claude.buf, label)
-      changed = true
+    if claude.job then
+      local label = M.label(claude)
+      live[claude.buf] = from_title[claude.buf]
+      if label ~= var(claude.buf, 'claude_nvim_label') then
+        vim.b[claude.buf].claude_nvim_label = label
+        changed = true
+      end
+      if label ~= var(claude.buf, 'claude_nvim_named') then
+        unnamed[#unnamed + 1] = { claude.buf, label }
+      end
     end
+  end
+  from_title = live
+  if #unnamed > 0 then
+    turn = turn + 1
+    local buf, label = unpack(unnamed[(turn - 1) % #unnamed + 1])
+    terminal().set_name(buf, label)
+    vim.b[buf].claude_nvim_named = label
+    changed = true
   end
   if changed then M.redraw() end
 end
 
 function M.redraw()
   vim.cmd('redrawstatus! | redrawtabline')
+end
+
+local redraw_due = false
+--- M.redraw once the events now queued are handled: a flood of changes, one redraw.
+function M.redraw_soon()
+  if redraw_due then return end
+  redraw_due = true
+  vim.schedule(function()
+    redraw_due = false
+    M.redraw()
+  end)
 end
 
 -- claude changes its title without an event Neovim reports (before 0.12): the labels are
@@ -193,32 +330,31 @@ function M.bar()
   local ok, text = pcall(function()
     local win = vim.g.statusline_winid or api.nvim_get_current_win()
     local shown = api.nvim_win_is_valid(win) and api.nvim_win_get_buf(win)
-    local all = terminal().list()
     local width = api.nvim_win_is_valid(win) and api.nvim_win_get_width(win) or 80
-    local items = {}
-    for _, claude in ipairs(all) do
-      local state = M.state(claude.buf)
+    local entries = by_terminal()
+    local items, total = {}, 0
+    for _, claude in ipairs(terminal().list()) do
+      local state = entries[claude.buf] and entries[claude.buf].state
+      state = type(state) == 'string' and state ~= 'unknown' and state or nil
       local here = claude.buf == shown
-      local label = vim.b[claude.buf].claude_nvim_label or M.label(claude)
-      items[#items + 1] = { n = claude.n, here = here, state = state,
-        text = here and label or (label:gsub('^Claude ', '')) }
+      local label = var(claude.buf, 'claude_nvim_label') or M.label(claude)
+      local item = { n = claude.n, here = here, state = state,
+                     text = here and label or (label:gsub('^Claude ', '')) }
+      item.cells = vim.fn.strdisplaywidth(item.text)
+      total = total + item.cells + (state and #state + 3 or 0) + 3
+      items[#items + 1] = item
     end
     -- Too wide: the others lose their names, then this one's name is cut.
-    local function total()
-      local cells = 0
-      for _, item in ipairs(items) do
-        local state = item.state and #item.state + 3 or 0
-        cells = cells + vim.fn.strdisplaywidth(item.text) + state + 3
+    for _, item in ipairs(items) do
+      if total <= width then break end
+      if not item.here then
+        item.text = tostring(item.n)
+        total, item.cells = total - item.cells + #item.text, #item.text
       end
-      return cells
     end
     for _, item in ipairs(items) do
-      if total() > width and not item.here then item.text = tostring(item.n) end
-    end
-    for _, item in ipairs(items) do
-      if total() > width and item.here then
-        local room = vim.fn.strdisplaywidth(item.text) - (total() - width)
-        item.text = fit(item.text, math.max(8, room))
+      if total > width and item.here then
+        item.text = fit(item.text, math.max(8, item.cells - (total - width)))
       end
     end
     local parts = {}

@@ -137,29 +137,49 @@ local function key(name)
   return normal(name) and name or vim.fs.normalize(name, { expand_env = false })
 end
 
---- The buffer whose file is the first of `candidates` (paths) that matches one, or nil.
----@param candidates string[]
----@return integer|nil
-function M.find_buffer(candidates)
-  local by_name, by_real = {}, {}
+--- A finder of the buffer of a file, for many paths at once: each buffer's name is read once,
+--- and realpath()ed once, the first time a path is not found by its name (a symbolic link,
+--- "..": the same file by another name). A finder is good while no buffer is renamed: one per
+--- call (300 buffers' realpaths for each of 2,000 paths took 18 s). `loaded`: of loaded buffers
+--- only.
+---@param loaded? boolean
+---@return fun(path: string, by_name_only?: boolean): integer|nil
+function M.buffer_finder(loaded)
+  local by_name, by_real = {}, nil
   for _, buf in ipairs(api.nvim_list_bufs()) do
     local name = api.nvim_buf_get_name(buf)
-    if name ~= '' then
+    if name ~= '' and (not loaded or api.nvim_buf_is_loaded(buf)) then
       local k = key(name)
       by_name[k] = by_name[k] or buf
     end
   end
+  return function(path, by_name_only)
+    path = normal(path) and path or M.absolute(path)
+    if by_name[path] or by_name_only then return by_name[path] end
+    if by_real == nil then
+      by_real = {}
+      for buf_name, buf in pairs(by_name) do
+        local real = uv.fs_realpath(buf_name)
+        if real then by_real[real] = by_real[real] or buf end
+      end
+    end
+    local real = uv.fs_realpath(path)
+    return real and by_real[real] or nil
+  end
+end
+
+--- The buffer whose file is the first of `candidates` (paths) that matches one, or nil.
+---@param candidates string[]
+---@return integer|nil
+function M.find_buffer(candidates)
+  local find = M.buffer_finder()
   for _, path in ipairs(candidates) do
-    local buf = by_name[M.absolute(path)]
+    local buf = find(path, true)
     if buf then return buf end
   end
-  for buf_name, buf in pairs(by_name) do
-    local real = uv.fs_realpath(buf_name)
-    if real then by_real[real] = by_real[real] or buf end
-  end
   for _, path in ipairs(candidates) do
-    local real = uv.fs_realpath(M.absolute(path))
-    if real and by_real[real] then return by_real[real] end
+    local buf = find(path)
+    if buf then return buf end
   end
   return nil
 end
@@ -195,16 +215,24 @@ local function refusal(path, stat, limit)
   return nil
 end
 
---- Why a tool must not make Neovim read the file at `path`, or nil (also when there is none).
+local OPEN_FLAGS = bit.bor(uv.constants.O_RDONLY, uv.constants.O_NONBLOCK,
+                           uv.constants.O_NOCTTY or 0)
+
+--- Why Neovim must not open the file at `path` for Claude (a tool, claude's $VISUAL), or nil
+--- (also when there is none: a new file). Checked as a reload checks: what stat says of the
+--- path, then what fstat says of it opened without blocking (no FIFO holds Neovim in open()).
 ---@param path string
 ---@return string|nil why
 function M.unloadable(path)
   local stat = uv.fs_stat(path)
+  local why = stat and refusal(path, stat)
+  if why or not stat then return why end
+  local fd = uv.fs_open(path, OPEN_FLAGS, 0)
+  if fd == nil then return nil end  -- unreadable: Neovim says so as it loads it
+  stat = uv.fs_fstat(fd)
+  uv.fs_close(fd)
   return stat and refusal(path, stat)
 end
-
-local OPEN_FLAGS = bit.bor(uv.constants.O_RDONLY, uv.constants.O_NONBLOCK,
-                           uv.constants.O_NOCTTY or 0)
 local function unreadable(path, err)  -- luv's "EACCES: permission denied: /path"
   return ('%s cannot be read (%s)'):format(path, tostring(err):match('^%u+: ([^:]+)') or err)
 end

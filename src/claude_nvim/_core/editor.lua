@@ -5,6 +5,7 @@
 -- whose terminal claude runs in ($NVIM), beside Claude, and exits once that buffer is closed:
 -- 0 if it was written, 1 if not (abandoned) or if that Neovim went away. In no Neovim
 -- terminal it runs the user's own editor ($CLAUDE_NVIM_USER_EDITOR, else vi, else nano).
+-- What a reload refuses (not a regular file, over the size limit) is not opened: exit 1.
 -- claude adds `+LINE` before the file for names like nvim's.
 -- Not a module: run by `nvim -l`, with the arguments claude gives.
 local uv = vim.uv or vim.loop
@@ -57,6 +58,14 @@ end
 local HOST = [==[
 local path, lnum, helper, helper_pid = ...
 local api = vim.api
+-- Not what a reload refuses (a FIFO would hold Neovim in open() for ever, /dev/zero or a file
+-- of gigabytes eat its memory): the server's check, else (its Lua gone) the same in short.
+local core = package.loaded['claude_nvim.core']
+local stat = not core and (vim.uv or vim.loop).fs_stat(path)
+local why = core and core.unloadable(path) or stat and (stat.type ~= 'file'
+  and (path .. ' is not a regular file') or stat.size > 50 * 1024 * 1024
+  and (path .. ' is over 50 MB')) or nil
+if why then return why end
 local function terminal_of(pid)  -- the terminal buffer whose job is pid or an ancestor of it
   local jobs = {}
   for _, buf in ipairs(api.nvim_list_bufs()) do
@@ -112,13 +121,17 @@ if address ~= '' and file then
 end
 if chan == 0 then own_editor() end
 
-local ok, err = pcall(function()
+local ok, answer = pcall(function()
   local helper = vim.rpcrequest(chan, 'nvim_get_api_info')[1]
-  vim.rpcrequest(chan, 'nvim_exec_lua', HOST, { vim.fn.fnamemodify(file, ':p'), line or 1,
-                                               helper, vim.fn.getpid() })
+  return vim.rpcrequest(chan, 'nvim_exec_lua', HOST, { vim.fn.fnamemodify(file, ':p'), line or 1,
+                                                      helper, vim.fn.getpid() })
 end)
 if not ok then
-  say('cannot open ' .. file .. ' in Neovim: ' .. tostring(err))
+  say('cannot open ' .. file .. ' in Neovim: ' .. tostring(answer))
+  os.exit(1)
+end
+if type(answer) == 'string' then  -- refused: claude gets a failed editor, the file as it was
+  say(answer .. '; not opened in Neovim')
   os.exit(1)
 end
 io.stdout:write('claude-nvim: editing ', file, ' in Neovim (:wq gives it back, :q! discards)\n')

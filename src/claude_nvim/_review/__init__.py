@@ -44,6 +44,11 @@ FILE_TOOLS = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
 WITHOUT_HOOKS = "changes on disk"
 """The label of a turn of changes whose Claude has no hooks (it may not be Claude's at all)."""
 TURN_END = frozenset({"Stop", "StopFailure"})
+PATHS_PER_CALL = 200
+"""A turn's paths Neovim looks for among its buffers in one call (``review.recorded``): a
+slice of a few milliseconds, whatever the turn."""
+MARK_BYTES_PER_CALL = 1 << 20
+"""The texts before of loaded files sent in one call (``review.mark``, which diffs them)."""
 
 
 class ReviewFeature(Feature):
@@ -166,16 +171,29 @@ class ReviewFeature(Feature):
             self._editor.call_lua_soon(MODULE, "forget_reported")
 
     async def _mark(self, turn: Turn) -> None:
-        """Tell Neovim a turn changed files: signs in the loaded ones, status()."""
+        """Tell Neovim a turn changed files: signs in the loaded ones, status(). In slices, a
+        call each (``PATHS_PER_CALL`` paths, ``MARK_BYTES_PER_CALL`` of texts): the end of a
+        turn of any size never holds Neovim longer than one slice."""
         editor = self._editor
         if editor is None or turn.number is None:
             return
         paths = {local: c for c in turn.files.values()
                  if (local := self._in_neovim(c.path)) is not None}
+        names = list(paths)
         try:
-            loaded = await editor.call_lua(MODULE, "recorded", turn.summary(), list(paths))
-            befores = {path: c.before or b"" for path, c in paths.items()
-                       if path in (loaded or [])}
+            loaded: set[str] = set()
+            for at in range(0, max(len(names), 1), PATHS_PER_CALL):
+                found = await editor.call_lua(MODULE, "recorded", turn.summary(),
+                                              names[at:at + PATHS_PER_CALL])
+                loaded.update(found if isinstance(found, list) else [])
+            befores: dict[str, bytes] = {}
+            size = 0
+            for path in (name for name in names if name in loaded):
+                before = paths[path].before or b""
+                if befores and size + len(before) > MARK_BYTES_PER_CALL:
+                    await editor.call_lua(MODULE, "mark", turn.number, befores)
+                    befores, size = {}, 0
+                befores[path], size = before, size + len(before)
             if befores:
                 await editor.call_lua(MODULE, "mark", turn.number, befores)
         except Exception as exc:  # Neovim busy or gone: no signs, nothing else lost

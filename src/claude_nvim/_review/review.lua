@@ -6,7 +6,6 @@
 -- one entry per hunk) and :ClaudeNvimRevert (hunks, or a whole file, back as they were).
 -- Lifecycle: setup(opts) / stop(); opts (from ReviewFeature): before, request (event names).
 local api = vim.api
-local uv = vim.uv or vim.loop
 local core = require('claude_nvim.core')
 local diffs = require('claude_nvim.diffs')
 local M = {}
@@ -103,28 +102,6 @@ local function buffer_text(buf)
   local lines = api.nvim_buf_get_lines(buf, 0, -1, false)
   if #lines == 1 and lines[1] == '' then return '' end  -- empty (one empty line: near enough)
   return table.concat(lines, '\n') .. '\n'
-end
-
--- A finder of the loaded buffer of a path, for many paths at once (core.find_buffer goes
--- through every buffer on each call).
-local function buffer_finder()
-  local by_name, by_real = {}, nil
-  for _, buf in ipairs(api.nvim_list_bufs()) do
-    local name = api.nvim_buf_get_name(buf)
-    if name ~= '' and api.nvim_buf_is_loaded(buf) then by_name[name] = by_name[name] or buf end
-  end
-  return function(path)
-    if by_name[path] then return by_name[path] end
-    if by_real == nil then  -- another name of the file (a symbolic link)
-      by_real = {}
-      for name, buf in pairs(by_name) do
-        local real = uv.fs_realpath(name)
-        if real then by_real[real] = by_real[real] or buf end
-      end
-    end
-    local real = uv.fs_realpath(path)
-    return real and by_real[real] or nil
-  end
 end
 
 -- bufsync is about to reload `buf` (core.before_reload): while a Claude may be the one who
@@ -235,14 +212,13 @@ local function sign(buf, before)
 end
 
 -- The server recorded a turn that changed `paths` (summary: number, label, files): the loaded
--- ones, for their signs (M.mark).
+-- ones, for their signs (M.mark). The server sends a big turn's paths a slice a call.
 function M.recorded(summary, paths)
   unreviewed = { number = summary.number, files = summary.files }
   pcall(vim.cmd, 'redrawstatus!')
-  local loaded = {}
+  local loaded, find = {}, core.buffer_finder(true)
   for _, path in ipairs(paths) do
-    local buf = core.find_buffer({ path })
-    if buf and api.nvim_buf_is_loaded(buf) then loaded[#loaded + 1] = path end
+    if find(path) then loaded[#loaded + 1] = path end
   end
   return loaded
 end
@@ -251,9 +227,10 @@ end
 -- A buffer bufsync has not brought up to date yet gets them once it has.
 function M.mark(number, befores)
   if unreviewed == nil or unreviewed.number ~= number then return end
+  local find = core.buffer_finder(true)
   for path, data in pairs(befores) do
-    local buf = core.find_buffer({ path })
-    if buf and api.nvim_buf_is_loaded(buf) then
+    local buf = find(path)
+    if buf then
       local before = to_lines(data, buf)
       if core.changed_on_disk(buf) then
         api.nvim_create_autocmd('FileChangedShellPost', { buffer = buf, once = true,
@@ -350,7 +327,7 @@ end
 -- too_big): its files in a tab, its hunks in the quickfix list.
 function M.show(turn)
   close_view(true)
-  local items, files, find = {}, {}, buffer_finder()
+  local items, files, find = {}, {}, core.buffer_finder(true)
   for _, change in ipairs(turn.changes) do
     local buf = find(change.path)
     local file = prepare(change, buf)
@@ -382,8 +359,9 @@ function M.show(turn)
   api.nvim_create_autocmd('BufWinEnter', { group = group, callback = core.guard(function(ev)
     local v = view
     if v == nil or v.presenting or api.nvim_get_current_win() ~= v.main then return end
+    local find_buf = core.buffer_finder()
     for i, file in ipairs(v.files) do
-      if core.find_buffer({ file.path }) == ev.buf then return present(i) end
+      if find_buf(file.path) == ev.buf then return present(i) end
     end
   end) })
   api.nvim_create_autocmd({ 'TextChanged', 'InsertLeave' }, { group = group,
