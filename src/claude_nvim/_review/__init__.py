@@ -27,7 +27,7 @@ from .._nvim.editor import Editor
 from .._nvim.lua import shared_module
 from .._paths import PathMap
 from . import disk
-from .turns import QUIET_SECONDS, Turn, Turns
+from .turns import MAX_FILES, MAX_LABEL, QUIET_SECONDS, Turn, Turns
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ class ReviewFeature(Feature):
             self.turns.start(claude_id, str(claude.get("label") or ""), event["prompt"], now)
             self._forget_reported()
         elif name in ("PreToolUse", "PostToolUse") and event["tool"] in FILE_TOOLS \
-                and event["path"]:
+                and 0 < len(event["path"]) <= disk.MAX_PATH:
             turn = self.turns.current(claude_id) or self.turns.start(
                 claude_id, str(claude.get("label") or ""), "", now)
             path = event["path"]
@@ -103,7 +103,7 @@ class ReviewFeature(Feature):
                     if ok:
                         self.turns.add(turn, key, path, before, now)
                     else:
-                        turn.too_big[key] = path
+                        self.turns.too_big(turn, key, path)
             else:
                 after, ok = await self._read(path)
                 self.turns.written(turn, key, after if ok else None)
@@ -116,7 +116,7 @@ class ReviewFeature(Feature):
 
     def _label(self, turn: Turn) -> Turn:
         if turn.claude is not None:
-            turn.label = self._label_of(turn.claude) or turn.label
+            turn.label = (self._label_of(turn.claude) or turn.label)[:MAX_LABEL]
         return turn
 
     async def _finish(self, claude: int | None, *, reviewed: bool = False) -> None:
@@ -245,4 +245,5 @@ def payload(turn: Turn, paths: PathMap) -> JSON:
     return {**turn.summary(),
             "changes": [{"path": paths.to_neovim(c.path), "before": c.before, "after": c.after}
                         for c in turn.files.values()],
-            "too_big": [paths.to_neovim(path) for path in turn.too_big.values()]}
+            "too_big": [paths.to_neovim(path) for path in turn.too_big.values()],
+            "dropped": turn.dropped, "max_files": MAX_FILES}
