@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import stat
 
-
 MAX_PATH = 4096
 """A longer name is no file's (Linux's PATH_MAX): a hook naming one is not kept."""
 CHUNK = 1 << 20
