@@ -31,9 +31,19 @@ log = logging.getLogger(__name__)
 MODULE = "claude_nvim.hooks"
 TOOL = "claude_nvim_hook"
 """The hidden IDE tool the hooks call (``tools/claude_nvim_hook.py``)."""
-TIMEOUT_SECONDS = 1
-"""How long claude waits for a hook: on every tool call when the server is gone (it then goes
-on, the hook failed: hooks fail open). An answer takes milliseconds."""
+GUARD_SECONDS = 5
+"""How long claude waits for a PreToolUse hook: in claude 2.1.332's Code Mode one that times
+out refuses the tool call, so a slow but alive server must never be waited for that long. An
+answer takes milliseconds (the server never waits for Neovim; the file it names is read only
+within the size limit)."""
+NOTICE_SECONDS = 2
+"""How long claude waits for the other hooks (a timeout there refuses nothing). A frozen
+server (stopped) costs a turn a timeout per hook; so does a dead one while claude tries to
+reconnect to it (2.1.332 waits for the IDE connection up to the hook's timeout)."""
+GUARDS = frozenset({"PreToolUse"})
+PUSH_SECONDS = 0.25
+"""The states go to Neovim at most once in this long (the latest of each Claude): a flood of
+hooks is never a flood of messages."""
 FILE_TOOLS = "Edit|Write|MultiEdit|NotebookEdit"
 """The tools that write a file whose text the server keeps before they run (MultiEdit is
 gone from claude 2.1.331; keeping it in the matcher is harmless)."""
@@ -43,10 +53,11 @@ STATES: tuple[State, ...] = ("unknown", "working", "waiting", "done")
 """``unknown``: no hook came yet (a claude started some other way has none), never a guess."""
 
 
-def _hook(fields: Mapping[str, str]) -> JSON:
+def _hook(event: str, fields: Mapping[str, str]) -> JSON:
     # `input` is what claude sends as the tool's arguments, each string interpolated from the
     # event's JSON (`${tool_input.file_path}`; missing: ""). Without it the arguments are {}.
-    return {"type": "mcp_tool", "server": "ide", "tool": TOOL, "timeout": TIMEOUT_SECONDS,
+    timeout = GUARD_SECONDS if event in GUARDS else NOTICE_SECONDS
+    return {"type": "mcp_tool", "server": "ide", "tool": TOOL, "timeout": timeout,
             "input": {"event": "${hook_event_name}", "session": "${session_id}", **fields}}
 
 
@@ -56,16 +67,22 @@ FILE_FIELDS = {"tool": "${tool_name}", "file": "${tool_input.file_path}",
 
 def claude_settings() -> JSON:
     """What a claude gets with ``--settings`` (no secret: the hooks ride on its IDE connection)."""
-    every = {"hooks": [_hook({})]}
+    def every(event: str) -> list[JSON]:
+        return [{"hooks": [_hook(event, {})]}]
+
     return {"hooks": {
-        "UserPromptSubmit": [{"hooks": [_hook({"prompt": "${prompt}"})]}],
-        "PreToolUse": [{"matcher": FILE_TOOLS, "hooks": [_hook(FILE_FIELDS)]}],
+        "UserPromptSubmit": [{"hooks": [_hook("UserPromptSubmit", {"prompt": "${prompt}"})]}],
+        "PreToolUse": [{"matcher": FILE_TOOLS, "hooks": [_hook("PreToolUse", FILE_FIELDS)]}],
         # Every tool: after a permission prompt, the first tool done says claude works again.
-        "PostToolUse": [{"hooks": [_hook(FILE_FIELDS)]}],
-        "PermissionRequest": [every],
-        "Notification": [{"hooks": [_hook({"type": "${notification_type}"})]}],
-        "Stop": [every],
-        "StopFailure": [every],
+        "PostToolUse": [{"hooks": [_hook("PostToolUse", FILE_FIELDS)]}],
+        # A tool that failed (claude goes on), or was interrupted (the turn ends).
+        "PostToolUseFailure": [{"hooks": [_hook("PostToolUseFailure", {
+            "tool": "${tool_name}", "interrupt": "${is_interrupt}"})]}],
+        "PermissionDenied": every("PermissionDenied"),  # auto mode refused a call: it goes on
+        "PermissionRequest": every("PermissionRequest"),
+        "Notification": [{"hooks": [_hook("Notification", {"type": "${notification_type}"})]}],
+        "Stop": every("Stop"),
+        "StopFailure": every("StopFailure"),
     }}
 
 
@@ -89,6 +106,8 @@ class HookEvent:
     tool_use: str = ""
     prompt: str = ""
     notification: str = ""
+    interrupt: bool = False
+    """PostToolUseFailure's ``is_interrupt``: the user interrupted the tool."""
 
     @classmethod
     def from_arguments(cls, arguments: Mapping[str, Any]) -> HookEvent:
@@ -98,7 +117,8 @@ class HookEvent:
 
         return cls(name=text("event"), session=text("session"), tool=text("tool"),
                    path=text("file") or text("notebook"), tool_use=text("tool_use"),
-                   prompt=text("prompt"), notification=text("type"))
+                   prompt=text("prompt"), notification=text("type"),
+                   interrupt=text("interrupt") == "true")
 
 
 @dataclass
@@ -127,9 +147,16 @@ class ClaudeState:
         return entry
 
 
+DIFF_REJECTED = "DiffRejected"
+"""Not claude's: the server's own event when the user rejects a Claude's diff (in Neovim, or
+in claude's terminal, which closes the diff). claude 2.1.332 then ends the turn and runs no
+hook at all (no Stop, no PostToolUseFailure), the same for any refused permission prompt and
+an interrupt (Esc): seen with the real CLI."""
 NEXT_STATE: dict[str, State] = {
     "UserPromptSubmit": "working", "PreToolUse": "working", "PostToolUse": "working",
+    "PostToolUseFailure": "working", "PermissionDenied": "working",
     "PermissionRequest": "waiting", "Stop": "done", "StopFailure": "done",
+    DIFF_REJECTED: "done",
 }
 NOTIFICATION_STATE: dict[str, State] = {"permission_prompt": "waiting", "idle_prompt": "done"}
 
@@ -141,9 +168,14 @@ Listener = Callable[[JSON, JSON], Awaitable[None]]
 class Hooks:
     """The listening Claudes' states, and who hears of each hook."""
 
-    def __init__(self) -> None:
+    def __init__(self, push_seconds: float = PUSH_SECONDS) -> None:
         self._claudes: dict[int, ClaudeState] = {}
         self._editor: Editor | None = None
+        self.push_seconds = push_seconds
+        self._unpushed: dict[int, bool] = {}
+        """Claudes whose entry changed since it was last pushed to Neovim (by id: whether its
+        state changed)."""
+        self._wake = trio.Event()
         self.listeners: list[Listener] = []
         """Awaited in order on each hook, before claude gets its answer (a PreToolUse's
         listener may keep the file as it is before the tool writes it)."""
@@ -163,9 +195,26 @@ class Hooks:
         return claude
 
     def _publish(self, claude: ClaudeState, event: bool) -> None:
-        if self._editor is not None and claude.listening:
-            # Never awaited: a busy Neovim must not hold claude's tool call up.
-            self._editor.call_lua_soon(MODULE, "update", claude.entry(), event)
+        # Pushed by push_states, never awaited: a busy Neovim must not hold claude's tool
+        # call up, and a flood of hooks must not become a flood of messages.
+        if claude.listening:
+            self._unpushed[claude.id] = self._unpushed.get(claude.id, False) or event
+            self._wake.set()
+
+    async def push_states(self) -> None:
+        """Send Neovim the changed entries, the latest of each Claude, at most once in
+        ``push_seconds``. An entry whose state changed since the last push is announced (a User
+        event) in its latest state: a state that came and went between two pushes is not."""
+        while True:
+            await self._wake.wait()
+            self._wake = trio.Event()
+            unpushed, self._unpushed = self._unpushed, {}
+            for claude_id, changed in unpushed.items():
+                claude = self._claudes.get(claude_id)
+                if claude is None or self._editor is None:
+                    continue
+                self._editor.call_lua_soon(MODULE, "update", claude.entry(), changed)
+            await trio.sleep(self.push_seconds)
 
     def listening(self, claude_id: int, *, pid: int | None, terminal: int | None,
                   label: str) -> None:
@@ -177,6 +226,7 @@ class Hooks:
     def gone(self, claude_id: int) -> None:
         """Its connection closed."""
         claude = self._claudes.pop(claude_id, None)
+        self._unpushed.pop(claude_id, None)
         if claude is not None and claude.listening and self._editor is not None:
             self._editor.call_lua_soon(MODULE, "remove", claude_id)
 
@@ -185,6 +235,7 @@ class Hooks:
         log.debug("client %d: hook %s %s %s", claude_id, event.name, event.tool, event.path)
         claude = self._claude(claude_id)
         new = (NOTIFICATION_STATE.get(event.notification) if event.name == "Notification"
+               else "done" if event.interrupt  # claude ends the turn
                else NEXT_STATE.get(event.name))
         if event.name == "UserPromptSubmit":
             claude.turns += 1
@@ -194,6 +245,13 @@ class Hooks:
         entry, fields = claude.entry(), asdict(event)
         for listener in self.listeners:
             await listener(entry, fields)
+
+    async def diff_rejected(self, claude_id: int) -> None:
+        """The user rejected a diff of the Claude on connection ``claude_id``: its turn ends
+        (claude says nothing of it); unless it has no hooks (its state stays ``unknown``)."""
+        claude = self._claudes.get(claude_id)
+        if claude is not None and claude.state != "unknown":
+            await self.receive(claude_id, HookEvent(DIFF_REJECTED))
 
     def attach(self, editor: Editor) -> None:
         self._editor = editor
@@ -214,6 +272,7 @@ class HooksFeature(Feature):
     async def start(self, editor: Editor, nursery: trio.Nursery) -> None:
         await super().start(editor, nursery)
         self.hooks.attach(editor)
+        nursery.start_soon(self.hooks.push_states)
 
     async def disconnected(self, editor: Editor, client_id: int) -> None:
         self.hooks.gone(client_id)

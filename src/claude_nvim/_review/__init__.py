@@ -31,7 +31,7 @@ from .._nvim.editor import Editor
 from .._nvim.lua import shared_module
 from .._paths import OutsideMap
 from . import disk
-from .turns import QUIET_SECONDS, Turn, Turns
+from .turns import MAX_FILES, MAX_LABEL, QUIET_SECONDS, Turn, Turns
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +119,7 @@ class ReviewFeature(Feature):
             self.turns.start(claude_id, str(claude.get("label") or ""), event["prompt"], now)
             self._forget_reported()
         elif name in ("PreToolUse", "PostToolUse") and event["tool"] in FILE_TOOLS \
-                and event["path"]:
+                and 0 < len(event["path"]) <= disk.MAX_PATH:
             turn = self.turns.current(claude_id) or self.turns.start(
                 claude_id, str(claude.get("label") or ""), "", now)
             try:
@@ -135,7 +135,7 @@ class ReviewFeature(Feature):
                     if ok:
                         self.turns.add(turn, key, path, before, now)
                     else:
-                        turn.too_big[key] = path
+                        self.turns.too_big(turn, key, path)
             else:
                 after, ok = await self._read(path)
                 self.turns.written(turn, key, after if ok else None)
@@ -148,7 +148,7 @@ class ReviewFeature(Feature):
 
     def _label(self, turn: Turn) -> Turn:
         if turn.claude is not None:
-            turn.label = self._label_of(turn.claude) or turn.label
+            turn.label = (self._label_of(turn.claude) or turn.label)[:MAX_LABEL]
         return turn
 
     async def _finish(self, claude: int | None, *, reviewed: bool = False) -> None:
@@ -299,4 +299,5 @@ def payload(turn: Turn, in_neovim: Callable[[str], str | None]) -> JSON:
     return {**turn.summary(),
             "changes": [{"path": local, "before": c.before, "after": c.after}
                         for local, c in changes if local is not None],
-            "too_big": [local for local in too_big if local is not None]}
+            "too_big": [local for local in too_big if local is not None],
+            "dropped": turn.dropped, "max_files": MAX_FILES}

@@ -6,6 +6,11 @@ from __future__ import annotations
 import os
 import stat
 
+MAX_PATH = 4096
+"""A longer name is no file's (Linux's PATH_MAX): a hook naming one is not kept."""
+CHUNK = 1 << 20
+"""Bytes read at once."""
+
 
 class Unreadable(Exception):
     """A file whose text is not kept: not a regular file, over the size limit, or unreadable."""
@@ -24,12 +29,15 @@ def read(path: str, limit: int) -> bytes | None:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise Unreadable(f"{path} is not a regular file")
+        if info.st_size > limit:  # refused from its size, not read (a 200 MB Write took 1 s)
+            raise Unreadable(f"{path} is over {limit} bytes")
+        # Bounded reads: the file may grow while it is read; at most limit + 1 bytes are.
         chunks, total = [], 0
-        while chunk := os.read(fd, max(info.st_size - total, 0) + 65536):
+        while total <= limit and (chunk := os.read(fd, min(CHUNK, limit + 1 - total))):
             chunks.append(chunk)
             total += len(chunk)
-            if total > limit:
-                raise Unreadable(f"{path} is over {limit} bytes")
+        if total > limit:
+            raise Unreadable(f"{path} is over {limit} bytes")
         return b"".join(chunks)
     except OSError as exc:
         raise Unreadable(f"{path}: {exc.strerror}") from exc

@@ -348,6 +348,10 @@ function M.show(turn)
       turn.number, table.concat(vim.tbl_map(function(p) return vim.fn.fnamemodify(p, ':~:.') end,
       turn.too_big), ', ')), 'WARN')
   end
+  if (turn.dropped or 0) > 0 then
+    tell(('turn %d changed %d more file(s), not kept (a turn keeps %d)'):format(turn.number,
+      turn.dropped, turn.max_files), 'WARN')
+  end
   if #files == 0 then return tell(('turn %d changed no file it could keep'):format(turn.number)) end
   vim.cmd('tab split')
   local main = api.nvim_get_current_win()

@@ -16,8 +16,19 @@ from dataclasses import dataclass, field
 MAX_TURNS = 20
 """Turns kept, the oldest dropped first."""
 MAX_BYTES = 50 * 2**20
-"""Bytes of file text kept over all turns (before and after), the oldest turns dropped first;
-a file that does not fit even then is named in its turn but its text not kept."""
+"""Bytes kept over all turns, everything counted (the files' texts before and after, their
+names, the prompts, :data:`ENTRY_BYTES` an entry), the oldest turns dropped first; a file
+that does not fit even then is named in its turn but its text not kept."""
+MAX_FILES = 1000
+"""Files a turn keeps (with their texts or only their names); the others it only counts,
+and the review says so."""
+MAX_PROMPT = 2000
+"""Characters of a prompt kept (it names the turn: a 16 MB prompt is not kept whole)."""
+MAX_LABEL = 200
+"""Characters of a Claude's label a turn keeps (counted in its entry)."""
+ENTRY_BYTES = 512
+"""What a turn, a file or a name costs beyond its texts (objects, dict slots, a label),
+counted."""
 QUIET_SECONDS = 30.0
 """A turn of changes by a Claude without hooks ends this long after its last change."""
 
@@ -32,7 +43,7 @@ class FileChange:
     after: bytes | None = None
 
     def size(self) -> int:
-        return len(self.before or b"") + len(self.after or b"")
+        return len(self.before or b"") + len(self.after or b"") + name_size(self.path)
 
 
 @dataclass
@@ -51,14 +62,21 @@ class Turn:
     """By key: the file's real path (one file under two names is one change)."""
     too_big: dict[str, str] = field(default_factory=dict)
     """Files it changed whose text did not fit in the budget: key -> path."""
+    dropped: int = 0
+    """Files it changed past :data:`MAX_FILES`: counted, not kept."""
 
     def size(self) -> int:
-        return sum(f.size() for f in self.files.values())
+        return (ENTRY_BYTES + len(self.prompt)
+                + sum(f.size() for f in self.files.values())
+                + sum(name_size(path) for path in self.too_big.values()))
+
+    def full(self) -> bool:
+        return len(self.files) + len(self.too_big) >= MAX_FILES
 
     def summary(self) -> dict[str, object]:
         label = self.label or f"Claude #{self.claude}"
         return {"number": self.number, "label": label, "prompt": self.prompt,
-                "files": len(self.files) + len(self.too_big), "open": self.open,
+                "files": len(self.files) + len(self.too_big) + self.dropped, "open": self.open,
                 "started": self.started}
 
 
@@ -83,7 +101,8 @@ class Turns:
     def start(self, claude: int | None, label: str, prompt: str, now: float) -> Turn:
         """A new turn of ``claude``; its open one, if any, ends (a rejected turn has no Stop)."""
         self.end(claude)
-        turn = self._open[claude] = Turn(claude, label, prompt, started=now, last_change=now)
+        turn = self._open[claude] = Turn(claude, label[:MAX_LABEL], prompt[:MAX_PROMPT],
+                                         started=now, last_change=now)
         return turn
 
     def current(self, claude: int | None) -> Turn | None:
@@ -100,8 +119,10 @@ class Turns:
         turn.open = False
         for key in [k for k, f in turn.files.items() if f.before == f.after]:
             self._drop_file(turn, key)  # changed and changed back: nothing to review
-        if not turn.files and not turn.too_big and turn.number is not None:
+        if not turn.files and not turn.too_big and not turn.dropped \
+                and turn.number is not None:
             self._kept.remove(turn)
+            self._bytes -= turn.size()
         return turn if turn.number is not None and turn in self._kept else None
 
     def owner_of(self, key: str) -> Turn | None:
@@ -116,15 +137,30 @@ class Turns:
         turn.last_change = now
         if key in turn.files or key in turn.too_big:
             return key in turn.files
-        size = len(before or b"")
-        if not self._room(size, turn):
-            turn.too_big[key] = path
-            self._number(turn)
-            return False
-        turn.files[key] = FileChange(path, before)
-        self._bytes += size
         self._number(turn)
+        if turn.full():
+            turn.dropped += 1
+            return False
+        change = FileChange(path, before)
+        if not self._room(change.size(), turn):
+            self.too_big(turn, key, path)
+            return False
+        turn.files[key] = change
+        self._bytes += change.size()
         return True
+
+    def too_big(self, turn: Turn, key: str, path: str) -> None:
+        """File ``key`` (named ``path``) changed in ``turn`` but its text is not kept."""
+        if key in turn.too_big:
+            return
+        self._number(turn)
+        if turn.full():
+            turn.dropped += 1
+        elif self._room(name_size(path), turn):
+            turn.too_big[key] = path
+            self._bytes += name_size(path)
+        else:
+            turn.dropped += 1
 
     def written(self, turn: Turn, key: str, after: bytes | None) -> None:
         """What file ``key`` holds now, after ``turn``'s change."""
@@ -134,7 +170,7 @@ class Turns:
         old = len(change.after or b"")
         if not self._room(len(after or b"") - old, turn):
             self._drop_file(turn, key)
-            turn.too_big[key] = change.path
+            self.too_big(turn, key, change.path)
             return
         change.after = after
         self._bytes += len(after or b"") - old
@@ -152,6 +188,7 @@ class Turns:
         if turn.number is None:
             turn.number = next(self._numbers)
             self._kept.append(turn)
+            self._bytes += turn.size()
             self._trim(0, turn)
 
     def _room(self, size: int, turn: Turn) -> bool:
@@ -170,3 +207,9 @@ class Turns:
     def _drop_file(self, turn: Turn, key: str) -> None:
         change = turn.files.pop(key)
         self._bytes -= change.size()
+
+
+def name_size(path: str) -> int:
+    """What a file's entry costs beyond its texts: its name twice (key and path) and the
+    entry."""
+    return ENTRY_BYTES + 2 * len(path)

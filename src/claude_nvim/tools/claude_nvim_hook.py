@@ -33,7 +33,8 @@ TOOL = Tool(
     input_schema={
         "type": "object",
         "properties": {"event": TEXT, "session": TEXT, "tool": TEXT, "file": TEXT,
-                       "notebook": TEXT, "tool_use": TEXT, "prompt": TEXT, "type": TEXT},
+                       "notebook": TEXT, "tool_use": TEXT, "prompt": TEXT, "type": TEXT,
+                       "interrupt": TEXT},
         "required": ["event"],
     },
     handler=claude_nvim_hook,

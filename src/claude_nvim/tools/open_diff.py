@@ -27,6 +27,10 @@ async def open_diff(ctx: ToolContext, args: JSON) -> ToolResult:
         if diff.status == "accepted":
             text, diff.text = diff.text or "", None  # the answer holds it now
             return text_result("FILE_SAVED", text)
+        if not any(d.status == "pending" for d in ctx.diffs.owned_by(diff.owner)):
+            # claude ends its turn, and says so with no hook (2.1.332); not when this diff was
+            # replaced by another of the same name, which it waits for.
+            await ctx.hooks.diff_rejected(diff.owner)
         return text_result("DIFF_REJECTED", tab_name)
     finally:
         if diff.status != "accepted":  # rejected, refused, cancelled: close now
