@@ -196,6 +196,10 @@ async def test_selections_and_mentions_of_files_outside_the_map_are_not_sent(
         answer = await ide.call_json(tool)
         assert answer["success"] is False and "outside the folders mapped" in answer["message"]
         assert SECRET not in json.dumps(answer)
+    await edit(nvim, ws / "key")  # a name inside the map, the key's text: not sent either
+    await nvim.exec_lua(SELECT_ALL)
+    answer = await ide.call_json("getCurrentSelection")
+    assert answer["success"] is False and SECRET not in json.dumps(answer)
     await nvim.request("nvim_command", f"ClaudeNvimAdd {key}")
     await eventually(nvim, "return vim.fn.execute('messages'):find('not sent to Claude') ~= nil")
     await edit(nvim, ws / "a.py")
