@@ -133,10 +133,7 @@ class PathMap:
         found = candidate_paths(path_or_uri)
         if not self.confines:
             return found
-        try:
-            return list(dict.fromkeys(self.to_neovim(p) for p in found))
-        except OutsideMap as exc:
-            raise OutsideMap(_refusal(path_or_uri)) from exc
+        return list(dict.fromkeys(self.to_neovim(p) for p in found))
 
     # From Neovim to Claude's host: None (nothing is sent) when outside the map.
 
