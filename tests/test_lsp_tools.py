@@ -16,7 +16,9 @@ import pytest
 import trio
 
 from claude_nvim._nvim.headless import headless_nvim
-from claude_nvim.testing import model_client_of
+from claude_nvim._paths import PathMap
+from claude_nvim._wire.constants import MODEL_PATH
+from claude_nvim.testing import mcp_client, model_client_of, running_app
 from claude_nvim.tools import _lsp as lsp
 from claude_nvim.tools import lsp_document_symbols, lsp_hover, lsp_references
 from helpers import WAIT, call, edit, error
@@ -429,6 +431,22 @@ async def test_workspace_symbols(model, nvim, project):
                       {"query": "w", "filePath": str(path)}) == expected
     asked = [c for c in await fake_calls(nvim, "fake") if c["method"] == "workspace/symbol"]
     assert [c["params"] for c in asked] == [{"query": "w"}, {"query": "w"}]
+
+
+async def test_a_claude_on_another_host_gets_no_location_outside_its_map(
+        nvim_address, nvim, project, tmp_path):
+    path = await start_fake(nvim, project, "fake")
+    await wait_for_client(nvim, path, "fake")
+    async with running_app(nvim_address, lock_directory=tmp_path / "ide",
+                           paths=PathMap.parse([f"/claude/ws={project}"])) as app, \
+            mcp_client(app.port, app.token, path=MODEL_PATH) as mapped:
+        answer = await call(mapped, "lspWorkspaceSymbols", {"query": "w"})
+        # file:///elsewhere/h x.txt is outside the map: left out, not sent as it is.
+        assert [(s["name"], s["uri"]) for s in answer["symbols"]] == [
+            ("Widget", f"file:///claude/ws/{path.name}")]
+        refused = await error(mapped, "lspWorkspaceSymbols",
+                              {"query": "w", "filePath": "/claude/ws/../etc/passwd"})
+        assert "outside the folders mapped for Claude" in refused
 
 
 async def test_positions_of_a_utf8_server_are_converted_both_ways(model, nvim, project):

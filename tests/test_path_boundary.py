@@ -196,6 +196,10 @@ async def test_selections_and_mentions_of_files_outside_the_map_are_not_sent(
         answer = await ide.call_json(tool)
         assert answer["success"] is False and "outside the folders mapped" in answer["message"]
         assert SECRET not in json.dumps(answer)
+    await edit(nvim, ws / "key")  # a name inside the map, the key's text: not sent either
+    await nvim.exec_lua(SELECT_ALL)
+    answer = await ide.call_json("getCurrentSelection")
+    assert answer["success"] is False and SECRET not in json.dumps(answer)
     await nvim.request("nvim_command", f"ClaudeNvimAdd {key}")
     await eventually(nvim, "return vim.fn.execute('messages'):find('not sent to Claude') ~= nil")
     await edit(nvim, ws / "a.py")
@@ -307,3 +311,17 @@ async def test_writes_reported_for_files_outside_the_map_change_nothing(
             " vim.bo[b].modified}", str(bashrc))
     assert bashrc_text == [["alias ls='ls -F'"], False]
     assert bashrc.read_text() == "alias ls='ls -F'\n"
+
+
+async def test_without_a_map_claudes_here_reach_what_neovim_does_as_before(
+        nvim_address, nvim, tmp_path, layout):
+    ws, home = layout
+    key = home / ".ssh" / "id_ed25519"
+    await edit(nvim, key)
+    async with running_app(nvim_address, lock_directory=tmp_path / "ide") as app, \
+            mcp_client(app.port, app.token, path=MODEL_PATH) as local:
+        text = await local.call_json("getBufferText", {"filePath": f"{ws}/../home/.ssh/id_ed25519"})
+        assert text["text"] == SECRET
+        tabs = (await local.call_json("getOpenEditors"))["tabs"]
+        assert [t["fileName"] for t in tabs] == [str(key)]
+        assert (await local.call_json("getCurrentSelection"))["filePath"] == str(key)

@@ -110,8 +110,13 @@ def test_a_symlink_inside_the_map_leading_out_is_refused(tmp_path):
         with pytest.raises(OutsideMap, match="symbolic link"):
             paths.to_neovim(path)
     assert paths.to_neovim(f"{CLAUDE}/inner/new.py") == str(tmp_path / "ws" / "inner/new.py")
-    assert paths.to_claude(str(tmp_path / "ws" / "link")) is None
-    assert paths.to_claude(str(tmp_path / "ws" / "inner" / "a")) == f"{CLAUDE}/inner/a"
+    # Going back: a name is a name, but what carries a file's text (a selection) is resolved.
+    assert paths.to_claude(str(tmp_path / "ws" / "link")) == f"{CLAUDE}/link"
+    assert paths.to_claude(str(tmp_path / "ws" / "link"), resolve=True) is None
+    assert paths.to_claude_fields({"filePath": str(tmp_path / "ws" / "link"), "text": "key"},
+                                  resolve=True) is None
+    assert paths.to_claude(str(tmp_path / "ws" / "inner" / "a"), resolve=True) == \
+        f"{CLAUDE}/inner/a"
 
 
 def test_nothing_outside_the_map_is_sent_back():

@@ -5,7 +5,7 @@ with :data:`hookimpl` and registers :class:`Tool` records. Everything a plugin n
 exported here; ``claude_nvim.testing`` is the pytest plugin for its tests.
 """
 
-from ._paths import PathMap, candidate_paths, file_url
+from ._paths import OutsideMap, PathMap, candidate_paths, file_url
 from ._schema import SchemaError
 from ._tool import (
     ConnectionInfo,
@@ -27,6 +27,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ConnectionInfo",
     "Exposure",
+    "OutsideMap",
     "PathMap",
     "Register",
     "SchemaError",

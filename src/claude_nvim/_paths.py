@@ -70,6 +70,7 @@ class PathMap:
         # Longest first: the first that holds a path is the one that wins.
         self._to_neovim = sorted(self.pairs, key=lambda pair: -len(pair[0]))
         self._to_claude = sorted(((n, c) for c, n in self.pairs), key=lambda pair: -len(pair[0]))
+        self._real_roots: dict[str, str] = {}
 
     @classmethod
     def parse(cls, specs: Iterable[str]) -> PathMap:
@@ -120,7 +121,7 @@ class PathMap:
         normal = self.claude_path(path)
         old, new = self._holder(normal, self._to_neovim) or ("", "")
         local = new + normal[len(old):] or "/"
-        if not _resolves_inside(local, new):
+        if not self._resolves_inside(local, new):
             raise OutsideMap(f"{path}: a symbolic link leads out of the folders mapped for Claude "
                              "(serve --path-map): refused")
         return local
@@ -132,16 +133,15 @@ class PathMap:
         found = candidate_paths(path_or_uri)
         if not self.confines:
             return found
-        try:
-            return list(dict.fromkeys(self.to_neovim(p) for p in found))
-        except OutsideMap as exc:
-            raise OutsideMap(_refusal(path_or_uri)) from exc
+        return list(dict.fromkeys(self.to_neovim(p) for p in found))
 
     # From Neovim to Claude's host: None (nothing is sent) when outside the map.
 
-    def to_claude(self, path: str) -> str | None:
+    def to_claude(self, path: str, *, resolve: bool = False) -> str | None:
         """Where Neovim's ``path`` (a buffer name) is on Claude's host; ``None`` when the map
-        confines and it is outside it (or a symlink there leads out): then nothing is sent."""
+        confines and it is outside it: then nothing is sent. Names in a listing are checked as
+        names; with ``resolve`` (what carries a file's text, such as a selection) a symlink
+        leading out of the map is outside too."""
         if not self.confines:
             return path
         normal = _normalised(path) if path.startswith("/") else path
@@ -151,16 +151,16 @@ class PathMap:
             return None
         old, new = held
         rest = normal[len(old):]
-        if "/../" in rest + "/" or not _resolves_inside(normal, old):
+        if "/../" in rest + "/" or (resolve and not self._resolves_inside(normal, old)):
             return None
         return new + rest or "/"
 
-    def uri_to_claude(self, uri: str) -> str | None:
-        """A ``file://`` URI of Neovim's as Claude's host has it (``None``: outside the map);
-        other URIs as they are."""
+    def uri_to_claude(self, uri: str, *, resolve: bool = False) -> str | None:
+        """A ``file://`` URI of Neovim's as Claude's host has it (``None``: outside the map, as
+        :meth:`to_claude`); other URIs as they are."""
         if not self.confines or not uri.startswith("file://"):
             return uri
-        path = self.to_claude(uri[len("file://"):])
+        path = self.to_claude(uri[len("file://"):], resolve=resolve)
         return None if path is None else file_url(path)
 
     def folders_to_claude(self, folders: Iterable[str]) -> list[str]:
@@ -171,22 +171,22 @@ class PathMap:
         mapped = [p for p in (self.to_claude(f) for f in folders) if p is not None]
         return mapped or [claude or "/" for claude, _ in self.pairs]
 
-    def to_claude_fields(self, value: Any) -> Any:
+    def to_claude_fields(self, value: Any, *, resolve: bool = False) -> Any:
         """``value`` (a message or part of one: dicts, lists) with the paths of its
         :data:`PATH_KEYS` fields and the URIs of its :data:`URI_KEYS` fields on Claude's side.
         With a map, an object holding a path outside it is dropped: ``None`` in its place at
-        the top, left out of a list."""
+        the top, left out of a list (``resolve``: as :meth:`to_claude`)."""
         if not self.confines:
             return value
         if isinstance(value, dict):
             out = {}
             for key, item in value.items():
                 if key in PATH_KEYS and isinstance(item, str):
-                    mapped = self.to_claude(item)
+                    mapped = self.to_claude(item, resolve=resolve)
                 elif key in URI_KEYS and isinstance(item, str):
-                    mapped = self.uri_to_claude(item)
+                    mapped = self.uri_to_claude(item, resolve=resolve)
                 else:
-                    mapped = self.to_claude_fields(item)
+                    mapped = self.to_claude_fields(item, resolve=resolve)
                     if mapped is None and item is not None:
                         continue  # an object inside it is outside the map: left out
                 if mapped is None and item is not None:
@@ -194,9 +194,20 @@ class PathMap:
                 out[key] = mapped
             return out
         if isinstance(value, list):
-            kept = ((self.to_claude_fields(item), item) for item in value)
+            kept = ((self.to_claude_fields(item, resolve=resolve), item) for item in value)
             return [mapped for mapped, item in kept if mapped is not None or item is None]
         return value
+
+    def _resolves_inside(self, local: str, folder: str) -> bool:
+        """Whether ``local`` (in Neovim's terms, under the mapped ``folder``) still lies in
+        ``folder`` once this host's symlinks are resolved. Buffer names that are not local paths
+        (``scp://``) have no symlinks here. The folders' own real paths are found once."""
+        if not local.startswith("/"):
+            return True
+        root = self._real_roots.get(folder)
+        if root is None:
+            root = self._real_roots[folder] = os.path.realpath(folder or "/").rstrip("/") + "/"
+        return (os.path.realpath(local) + "/").startswith(root)
 
     def _holder(self, path: str, prefixes: list[tuple[str, str]]) -> tuple[str, str] | None:
         for old, new in prefixes:
@@ -220,16 +231,6 @@ def _normalised(path: str) -> str | None:
         return None
     normal = posixpath.normpath(path)
     return "/" + normal.lstrip("/")  # normpath keeps a leading "//"
-
-
-def _resolves_inside(local: str, folder: str) -> bool:
-    """Whether ``local`` (in Neovim's terms, under ``folder``) still lies in ``folder`` once
-    this host's symlinks are resolved. Buffer names that are not local paths (``scp://``)
-    have no symlinks here."""
-    if not local.startswith("/"):
-        return True
-    real, root = os.path.realpath(local), os.path.realpath(folder or "/")
-    return real == root or real.startswith(root.rstrip("/") + "/")
 
 
 def _refusal(path: str) -> str:

@@ -129,7 +129,10 @@ class ToolContext:
     paths: PathMap = field(default_factory=PathMap)
     """Where Claude's paths are in Neovim and back (``serve --path-map``): a path from the
     arguments goes to Neovim as ``ctx.paths.candidates(path)`` (or ``ctx.paths.to_neovim``), one
-    in an answer goes back as ``ctx.paths.to_claude(path)`` (or ``to_claude_fields(answer)``)."""
+    in an answer goes back as ``ctx.paths.to_claude(path)`` (or ``to_claude_fields(answer)``).
+    With a map (a Claude on another host) it is a boundary: a path outside the mapped folders
+    raises :class:`OutsideMap` going in (the call fails with its sentence), and going back is
+    ``None`` (send nothing of that file)."""
     written: Callable[[str], None] = lambda path: None
     """``ctx.written(path)``: the file at ``path`` (Claude's) was just written on Claude's host;
     where Neovim runs elsewhere, its buffer is shown the new text (does nothing otherwise)."""

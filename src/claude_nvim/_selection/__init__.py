@@ -131,7 +131,7 @@ class SelectionFeature(Feature):
 
     def _update(self, args: list[Any]) -> None:
         if args and isinstance(args[0], dict):
-            payload = self.paths.to_claude_fields(args[0])
+            payload = self.paths.to_claude_fields(args[0], resolve=True)  # it holds text
             if payload is not None:  # a file outside the mapped folders: nothing is sent
                 self.tracker.update(payload)
 

@@ -13,7 +13,7 @@ async def get_current_selection(ctx: ToolContext, args: JSON) -> ToolResult:
     payload = await read_full(ctx.editor, ctx.big_reads, "current")
     if payload is None:
         return json_result({"success": False, "message": "No active editor found"})
-    payload = ctx.paths.to_claude_fields(payload)
+    payload = ctx.paths.to_claude_fields(payload, resolve=True)  # it holds text
     if payload is None:  # nothing of a file outside the mapped folders is sent
         return json_result({"success": False, "message": OUTSIDE})
     return json_result({"success": True, **payload})
