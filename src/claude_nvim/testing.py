@@ -226,8 +226,10 @@ class McpClient:
         return text
 
     async def next_notification(self, method: str, *, after: int = 0,
-                                timeout: float = 5.0) -> JSON:
-        """The first notification named ``method`` at index ``after`` or later."""
+                                timeout: float = REQUEST_TIMEOUT) -> JSON:
+        """The first notification named ``method`` at index ``after`` or later (by default
+        within :data:`REQUEST_TIMEOUT`: a guard against hangs, which a busy machine's
+        seconds must not reach)."""
         with trio.fail_after(timeout):
             while True:
                 for message in self.notifications[after:]:
