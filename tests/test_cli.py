@@ -194,9 +194,15 @@ async def test_headless_says_what_to_do_next_and_ctrl_c_gives_one_stop_reason(pr
         [*SERVE, "--headless"], env=environment(tmp_path), cwd=tmp_path,
         stderr=subprocess.PIPE)  # in a session of its own
     lock, _ = await wait_for_lock(tmp_path, process)
+    stderr = ""
+    with trio.fail_after(WAIT):  # the user reads what to do, then presses Ctrl-C
+        while "Ctrl-C stops" not in stderr:
+            chunk = await process.stderr.receive_some(65536)
+            assert chunk, stderr  # ended before it was ready
+            stderr += chunk.decode()
     os.killpg(process.pid, signal.SIGINT)  # Ctrl-C: the headless Neovim gets it too
     assert await stop(process) == 130
-    stderr = (await read_all(process.stderr)).decode()
+    stderr += (await read_all(process.stderr)).decode()
     assert f"port {lock.stem}; run `claude --ide` in {tmp_path}" in stderr
     stop_reasons = [line for line in stderr.splitlines() if "stopped" in line]
     assert len(stop_reasons) == 1 and stop_reasons[0].endswith("stopped: interrupted"), stderr

@@ -225,6 +225,7 @@ async def test_a_large_message_within_the_limit_is_answered(app):
         reply = await client.request("tools/call", {"name": "getDiagnostics",
                                                     "arguments": {"uri": "/tmp/" + big}})
         result = reply["result"]
+        assert not result.get("isError"), result["content"][0]["text"][:300]
         assert json.loads(result["content"][0]["text"])[0]["diagnostics"] == []
 
 
