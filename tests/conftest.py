@@ -3,12 +3,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
-from helpers import attach_ui
+from helpers import Processes, attach_ui
 
 pytest_plugins = ["claude_nvim.testing", "pytester", "plugin_kit", "leftovers"]
 
@@ -17,6 +17,17 @@ pytest_plugins = ["claude_nvim.testing", "pytester", "plugin_kit", "leftovers"]
 def _no_lua_errors(no_lua_errors):
     """Every test fails on an error of Lua in Neovim that only the server's log would show
     (claude_nvim.testing's no_lua_errors); ``@pytest.mark.lua_errors`` where it is the point."""
+
+
+@pytest.fixture
+async def processes() -> AsyncIterator[Processes]:
+    """Start a process of the test's own: ``await processes.start(command, **options)``; it
+    and what it starts end with the test, pass or fail (helpers.Processes)."""
+    started = Processes()
+    try:
+        yield started
+    finally:
+        await started.end()
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import re
+import signal
 import socket
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -79,6 +80,27 @@ async def eventually(nvim, lua: str, *args: Any, timeout: float = WAIT) -> Any:
             if value:
                 return value
             await trio.sleep(0.01)
+
+
+class Processes:
+    """The processes a test starts (the ``processes`` fixture): each in a session of its own,
+    so that what it starts (``serve --headless``'s Neovim) is in its process group; at the end
+    of the test, pass or fail, each group is killed and each process waited for."""
+
+    def __init__(self) -> None:
+        self.started: list[trio.Process] = []
+
+    async def start(self, command: list[str], **options: Any) -> trio.Process:
+        process = await trio.lowlevel.open_process(command, start_new_session=True, **options)
+        self.started.append(process)
+        return process
+
+    async def end(self) -> None:
+        for process in self.started:
+            with contextlib.suppress(ProcessLookupError):  # the group is gone already
+                os.killpg(process.pid, signal.SIGKILL)
+            with trio.CancelScope(shield=True), trio.fail_after(WAIT):
+                await process.wait()
 
 
 class Gate:

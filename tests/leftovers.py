@@ -38,7 +38,7 @@ USERS = "CLAUDE_NVIM_TEST_USERS"
 """The prefix of the names of the system users a run may make (``claude-nvim-RUN``)."""
 OUTSIDE = "CLAUDE_NVIM_TEST_SYSTEM_TMPDIR"
 """The temporary directory outside the run's: for caches kept between runs (sshd_bundle)."""
-LINGER = 30.0
+LINGER = float(os.environ.get("CLAUDE_NVIM_TEST_LINGER") or 30)
 """Seconds a process a test started has, after the test, to be gone: generous, since a busy
 machine can take seconds to end a process; only a leak waits this long."""
 

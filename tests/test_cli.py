@@ -75,8 +75,8 @@ async def test_the_version_is_the_same_everywhere(app, nvim):
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
-async def test_signals_stop_serve_and_remove_the_lock(nvim_address, tmp_path, signum):
-    process = await trio.lowlevel.open_process(
+async def test_signals_stop_serve_and_remove_the_lock(processes, nvim_address, tmp_path, signum):
+    process = await processes.start(
         [*SERVE, "--nvim", nvim_address], env=environment(tmp_path), stderr=subprocess.PIPE)
     lock, content = await wait_for_lock(tmp_path, process)
     async with mcp_client(int(lock.stem), content["authToken"]) as client:
@@ -86,11 +86,11 @@ async def test_signals_stop_serve_and_remove_the_lock(nvim_address, tmp_path, si
     assert not lock.exists()
 
 
-async def test_serve_starts_and_stops_beside_bogus_locks(nvim_address, nvim, tmp_path,
+async def test_serve_starts_and_stops_beside_bogus_locks(processes, nvim_address, nvim, tmp_path,
                                                           plant_bogus_locks):
     nvim_pid = await nvim.exec_lua("return vim.fn.getpid()")  # they look like this Neovim's
     planted = plant_bogus_locks(tmp_path / "ide", folder=tmp_path, pid=nvim_pid)
-    process = await trio.lowlevel.open_process(
+    process = await processes.start(
         [*SERVE, "--nvim", nvim_address], env=environment(tmp_path), stderr=subprocess.PIPE,
         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30)))
     try:
@@ -125,10 +125,10 @@ def test_serve_refuses_a_lock_directory_it_cannot_trust(nvim_address, tmp_path, 
     assert stat.S_IMODE(elsewhere.stat().st_mode) == 0o755  # no chmod through the link
 
 
-async def test_serve_exits_when_neovim_quits(tmp_path):
+async def test_serve_exits_when_neovim_quits(processes, tmp_path):
     from claude_nvim._nvim.headless import headless_nvim
     with headless_nvim(cwd=tmp_path) as (address, nvim_process):
-        process = await trio.lowlevel.open_process(
+        process = await processes.start(
             [*SERVE, "--nvim", address], env=environment(tmp_path), stderr=subprocess.PIPE)
         lock, _ = await wait_for_lock(tmp_path, process)
         nvim_process.terminate()
@@ -138,8 +138,8 @@ async def test_serve_exits_when_neovim_quits(tmp_path):
         assert b"Neovim went away" in stderr
 
 
-async def test_a_second_serve_refuses_and_names_the_first(nvim_address, tmp_path):
-    first = await trio.lowlevel.open_process(
+async def test_a_second_serve_refuses_and_names_the_first(processes, nvim_address, tmp_path):
+    first = await processes.start(
         [*SERVE, "--nvim", nvim_address], env=environment(tmp_path), stderr=subprocess.PIPE)
     try:
         lock, _ = await wait_for_lock(tmp_path, first)
@@ -154,8 +154,8 @@ async def test_a_second_serve_refuses_and_names_the_first(nvim_address, tmp_path
         await stop(first, signal.SIGTERM)
 
 
-async def test_disable_leaves_a_tool_out(nvim_address, tmp_path):
-    process = await trio.lowlevel.open_process(
+async def test_disable_leaves_a_tool_out(processes, nvim_address, tmp_path):
+    process = await processes.start(
         [*SERVE, "--nvim", nvim_address, "--disable", "getDiagnostics", "--disable", "getDiag"],
         env=environment(tmp_path, CLAUDE_NVIM_DISABLE="getOpenEditors"), stderr=subprocess.PIPE)
     try:
@@ -173,8 +173,8 @@ async def test_disable_leaves_a_tool_out(nvim_address, tmp_path):
     assert len(warnings) == 1 and "'getDiag': no tool or plugin has that name" in warnings[0]
 
 
-async def test_headless_serves_a_private_neovim_and_stops_it(tmp_path):
-    process = await trio.lowlevel.open_process(
+async def test_headless_serves_a_private_neovim_and_stops_it(processes, tmp_path):
+    process = await processes.start(
         [*SERVE, "--headless"], env=environment(tmp_path), cwd=tmp_path, stderr=subprocess.PIPE)
     lock, content = await wait_for_lock(tmp_path, process)
     assert content["workspaceFolders"] == [str(tmp_path)]
@@ -188,14 +188,21 @@ async def test_headless_serves_a_private_neovim_and_stops_it(tmp_path):
             await trio.sleep(0.02)
 
 
-async def test_headless_says_what_to_do_next_and_ctrl_c_gives_one_stop_reason(tmp_path):
-    process = await trio.lowlevel.open_process(
+async def test_headless_says_what_to_do_next_and_ctrl_c_gives_one_stop_reason(processes,
+                                                                          tmp_path):
+    process = await processes.start(
         [*SERVE, "--headless"], env=environment(tmp_path), cwd=tmp_path,
-        stderr=subprocess.PIPE, start_new_session=True)
+        stderr=subprocess.PIPE)  # in a session of its own
     lock, _ = await wait_for_lock(tmp_path, process)
+    stderr = ""
+    with trio.fail_after(WAIT):  # the user reads what to do, then presses Ctrl-C
+        while "Ctrl-C stops" not in stderr:
+            chunk = await process.stderr.receive_some(65536)
+            assert chunk, stderr  # ended before it was ready
+            stderr += chunk.decode()
     os.killpg(process.pid, signal.SIGINT)  # Ctrl-C: the headless Neovim gets it too
     assert await stop(process) == 130
-    stderr = (await read_all(process.stderr)).decode()
+    stderr += (await read_all(process.stderr)).decode()
     assert f"port {lock.stem}; run `claude --ide` in {tmp_path}" in stderr
     stop_reasons = [line for line in stderr.splitlines() if "stopped" in line]
     assert len(stop_reasons) == 1 and stop_reasons[0].endswith("stopped: interrupted"), stderr
@@ -296,9 +303,9 @@ def test_an_unwritable_log_file_is_one_line_of_error(tmp_path):
     assert "cannot open the log file" in one_line_of_error(done)
 
 
-async def test_the_token_never_reaches_the_log(nvim_address, tmp_path):
+async def test_the_token_never_reaches_the_log(processes, nvim_address, tmp_path):
     log_file = tmp_path / "server.log"
-    process = await trio.lowlevel.open_process(
+    process = await processes.start(
         [*SERVE, "--nvim", nvim_address, "--log-level", "debug", "--log-file", str(log_file)],
         env=environment(tmp_path), stderr=subprocess.PIPE)
     lock, content = await wait_for_lock(tmp_path, process)

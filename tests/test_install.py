@@ -16,6 +16,7 @@ import trio
 
 from claude_nvim._nvim.headless import headless_nvim
 from claude_nvim.testing import attached_editor
+from helpers import WAIT
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -77,7 +78,7 @@ async def test_each_lazy_spec_shown_has_commands_and_health_from_start_up(spec, 
         async with attached_editor(address) as nvim:
             await nvim.exec_lua(LAZY_START, spec, defaults_lazy, str(ROOT))
             assert await nvim.exec_lua(COMMANDS) == loaded
-            await nvim.request("nvim_command", "checkhealth claude_nvim")
+            await nvim.request("nvim_command", "checkhealth claude_nvim", timeout=WAIT)
             text = "\n".join(await nvim.request("nvim_buf_get_lines", 0, 0, -1, False))
     assert "No healthcheck found" not in text and "claude-nvim" in text, text
 

@@ -136,8 +136,8 @@ async def test_a_claude_without_hooks_gets_a_review_of_what_changed_in_loaded_bu
     assert shown["title"] == "Claude's turn 1 (changes on disk)"
     assert sorted((i["file"], i["lnum"], i["text"]) for i in shown["items"]) == [
         (str(first), 2, f"+1 {MINUS}1  two"), (str(second), 2, f"+1 {MINUS}0  b")]
-    await trio.sleep(0.2)  # the turn ended as it was reviewed: nothing left to review
-    assert await ui.exec_lua("return require('claude_nvim.review').to_review()") == 0
+    # The turn ended as it was reviewed: nothing left to review.
+    await eventually(ui, "return require('claude_nvim.review').to_review() == 0")
     await ui.request("nvim_command", "tabclose")
     first.write_text("1\ntwo\nthree\n")  # after the review: a new turn
     await wait_lines(ui, bufs[0], ["1", "two", "three"])

@@ -19,7 +19,7 @@ from claude_nvim._nvim import editor_for
 from claude_nvim._plugins import load_tools
 from claude_nvim._tool import ConnectionInfo
 from claude_nvim.testing import mcp_client
-from helpers import TOOLS, WAIT, masked_frame, raw_upgrade, session
+from helpers import TOOLS, WAIT, Gate, masked_frame, raw_upgrade, session
 
 CORPUS = sorted((Path(__file__).parent / "corpus").glob("*.json"))
 
@@ -163,13 +163,14 @@ async def test_a_busy_neovim_times_out_clearly_and_recovers(nvim_address, nvim, 
         await nursery.start(app.run)
         async with mcp_client(app.port, app.token) as client:
             # A busy main loop (a long Lua loop, as a user's plugin might run) answers nothing.
-            busy = "local t = os.clock() while os.clock() - t < 2 do end"
-            nursery.start_soon(partial(nvim.exec_lua, busy, timeout=None))
-            await trio.sleep(0.1)
+            gate = Gate(tmp_path / "gate")
+            nursery.start_soon(partial(nvim.exec_lua, gate.HOLD, gate.path, timeout=None))
+            await gate.held()
             result = await client.call_tool("getOpenEditors")
             assert result["isError"] is True
             assert "did not answer within 0.5 s" in result["content"][0]["text"]
             assert (await client.request("ping"))["result"] == {}
+            await gate.release()
             with trio.fail_after(WAIT):
                 while (await client.call_tool("getOpenEditors")).get("isError"):
                     await trio.sleep(0.2)

@@ -495,7 +495,7 @@ async def test_a_burst_of_moves_is_throttled_and_ends_on_the_final_state(
     assert sent[-1]["selection"] == span(40, 0, 40, 0)
     # At most a leading edge plus one per window (about 6 messages on an idle machine).
     report = (elapsed, [p["selection"]["start"]["line"] for p in sent])
-    assert 2 <= len(sent) <= min(20, 2 + elapsed / WINDOW), report
+    assert 2 <= len(sent) <= 2 + elapsed / WINDOW, report
     lines = [p["selection"]["start"]["line"] for p in sent]
     assert lines == sorted(set(lines)), "states arrive in order, each once"
 

@@ -225,6 +225,7 @@ async def test_a_large_message_within_the_limit_is_answered(app):
         reply = await client.request("tools/call", {"name": "getDiagnostics",
                                                     "arguments": {"uri": "/tmp/" + big}})
         result = reply["result"]
+        assert not result.get("isError"), result["content"][0]["text"][:300]
         assert json.loads(result["content"][0]["text"])[0]["diagnostics"] == []
 
 
@@ -579,7 +580,10 @@ async def test_a_connection_has_a_bounded_number_of_calls_in_the_works(nvim_addr
             nursery.start_soon(stream.send_all, b"".join(masked_frame(0x1, json.dumps(
                 {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": "wait"}})
                 .encode()) for n in range(calls)))
-            await trio.sleep(0.5)
+            with trio.fail_after(WAIT):
+                while len(started) < MAX_IN_FLIGHT:
+                    await trio.sleep(0.01)
+            await trio.sleep(0.3)  # more would have started by now
             assert len(started) == MAX_IN_FLIGHT
             assert (await bystander.request("ping"))["result"] == {}  # the others are served
             release.set()
@@ -593,9 +597,10 @@ async def test_a_connection_has_a_bounded_number_of_calls_in_the_works(nvim_addr
 async def test_a_client_gone_while_its_reading_waits_has_its_calls_cancelled(
         nvim_address, tmp_path):
     from claude_nvim._wire.workers import MAX_IN_FLIGHT
-    cancelled = []
+    started, cancelled = [], []
 
     async def wait(ctx, args):
+        started.append(args)
         try:
             await trio.sleep_forever()
         finally:
@@ -607,7 +612,9 @@ async def test_a_client_gone_while_its_reading_waits_has_its_calls_cancelled(
         await stream.send_all(b"".join(masked_frame(0x1, json.dumps(
             {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": "wait"}})
             .encode()) for n in range(MAX_IN_FLIGHT)))  # the server reads no more for now
-        await trio.sleep(0.3)
+        with trio.fail_after(WAIT):
+            while len(started) < MAX_IN_FLIGHT:
+                await trio.sleep(0.01)
         await stream.aclose()
         with trio.fail_after(WAIT):
             while len(cancelled) < MAX_IN_FLIGHT:

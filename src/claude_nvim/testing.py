@@ -52,13 +52,15 @@ from ._wire import jsontext
 from ._wire.constants import MODEL_PATH
 
 REQUEST_TIMEOUT = 30.0
-"""Seconds an :class:`McpClient` request waits for its answer by default."""
+"""Seconds an :class:`McpClient` request waits for its answer by default, and an editor of the
+kit (``nvim``, ``app``'s) for Neovim's: guards against hangs, which a busy machine must not
+reach."""
 
 
 @contextlib.asynccontextmanager
 async def attached_editor(address: str) -> AsyncIterator[Editor]:
     """An editor client attached to ``address`` for the duration of the block."""
-    editor = editor_for(address)
+    editor = editor_for(address, timeout=REQUEST_TIMEOUT)  # a busy machine's seconds are no hang
     async with trio.open_nursery() as nursery:
         await nursery.start(editor.run)
         yield editor
@@ -80,7 +82,9 @@ async def running_app(
     """
     if tools is None:
         tools = load_tools().tools
-    app = App(editor_for(address), tools, lock_directory=lock_directory, token=token, **limits)
+    # Neovim's answers may take a busy machine's seconds: only a hang fails the test.
+    app = App(editor_for(address, timeout=REQUEST_TIMEOUT), tools, lock_directory=lock_directory,
+              token=token, **limits)
     async with trio.open_nursery() as nursery:
         await nursery.start(app.run)
         yield app
@@ -226,8 +230,10 @@ class McpClient:
         return text
 
     async def next_notification(self, method: str, *, after: int = 0,
-                                timeout: float = 5.0) -> JSON:
-        """The first notification named ``method`` at index ``after`` or later."""
+                                timeout: float = REQUEST_TIMEOUT) -> JSON:
+        """The first notification named ``method`` at index ``after`` or later (by default
+        within :data:`REQUEST_TIMEOUT`: a guard against hangs, which a busy machine's
+        seconds must not reach)."""
         with trio.fail_after(timeout):
             while True:
                 for message in self.notifications[after:]:
