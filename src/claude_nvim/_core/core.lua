@@ -127,10 +127,17 @@ end
 
 -- Whether vim.fs.normalize would leave `name` as it is (most buffer names): it costs 20 us a
 -- call, 20 ms for a thousand buffers.
+-- Plain finds first: a pattern's find costs up to 70 ns a byte (a path of megabytes: seconds).
 local function normal(name)
-  return name:sub(1, 1) == '/' and not (name:find('[\\~]') or name:find('//', 1, true)
-    or name:find('/%.%.?/') or name:find('/%.%.?$') or (#name > 1 and name:sub(-1) == '/'))
+  if name:sub(1, 1) ~= '/' or name:find('\\', 1, true) or name:find('~', 1, true)
+      or name:find('//', 1, true) or (#name > 1 and name:sub(-1) == '/') then
+    return false
+  end
+  return not name:find('/.', 1, true) or not (name:find('/%.%.?/') or name:find('/%.%.?$'))
 end
+
+-- No file's path is longer (Linux's PATH_MAX, Neovim's MAXPATHL): a longer one names no buffer.
+local PATH_MAX = 4096
 
 -- `name` as the buffer indexes below know it (normalized, $VARS left alone).
 local function key(name)
@@ -154,6 +161,7 @@ function M.buffer_finder(loaded)
     end
   end
   return function(path, by_name_only)
+    if #path > PATH_MAX then return nil end
     path = normal(path) and path or M.absolute(path)
     if by_name[path] or by_name_only then return by_name[path] end
     if by_real == nil then
