@@ -359,13 +359,13 @@ class HookedClaude:
     def __init__(self, client: McpClient, settings: dict, cwd: Path | str = "/tmp") -> None:
         self.client, self.settings, self.cwd = client, settings, str(cwd)
         self.prompt_id = "0"
+        self.transcript = f"/root/.claude/projects/-w/{SESSION}.jsonl"
         self.calls: list[dict] = []
         """Every hook's tools/call: {"name", "arguments", "result"}."""
         self._uses = 0
 
     def _event(self, name: str, **fields: Any) -> dict:
-        event = {"session_id": SESSION, "cwd": self.cwd,
-                 "transcript_path": f"/root/.claude/projects/-w/{SESSION}.jsonl"}
+        event = {"session_id": SESSION, "cwd": self.cwd, "transcript_path": self.transcript}
         if name != "SessionStart":
             event.update(prompt_id=self.prompt_id, permission_mode="default")
         return {**event, "hook_event_name": name, **fields}

@@ -4,8 +4,10 @@ does (helpers.HookedClaude) over real WebSockets, against a real Neovim."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
+import time
 
 import pytest
 import trio
@@ -224,3 +226,36 @@ async def test_a_flood_of_hooks_is_not_a_flood_of_messages(app, client, nvim, tm
     await state_of(nvim, "done")  # the latest state wins
     updates = await nvim.exec_lua("return _G.updates")
     assert updates <= hooks // 4, updates  # before: one a change, 1,001
+
+
+def transcript_line(kind: str, content: object, when: float) -> str:
+    """One line of claude's session transcript, as 2.1.332 writes it."""
+    stamp = datetime.datetime.fromtimestamp(when, datetime.UTC).isoformat(
+        timespec="milliseconds").replace("+00:00", "Z")
+    return json.dumps({"type": kind, "message": {"role": kind, "content": content},
+                       "timestamp": stamp, "sessionId": "s"}) + "\n"
+
+
+async def test_an_interrupt_seen_in_the_transcript_ends_the_turn(app, client, nvim, tmp_path):
+    # The real claude 2.1.332 runs no hook after an interrupt (Esc) or a permission refused in
+    # its terminal: it only writes the interrupt to the session's transcript.
+    await listed(nvim)
+    claude = HookedClaude(client, published_settings(app.claude_args), tmp_path)
+    transcript = tmp_path / "session.jsonl"
+    claude.transcript = str(transcript)
+    interrupt = [{"type": "text", "text": "[Request interrupted by user for tool use]"}]
+    # One of an earlier turn does not end this one.
+    transcript.write_text(transcript_line("user", interrupt, time.time() - 60))
+    await claude.prompt("Go.")
+    (claude_id,) = [c["id"] for c in app.hooks.entries()]
+    with trio.fail_after(10):  # the server looked at it since
+        while app.hooks._claudes[claude_id].transcript_size != transcript.stat().st_size:
+            await trio.sleep(0.05)
+    assert app.hooks._claudes[claude_id].state == "working"
+    await claude.ask_permission("Bash", {"command": "sleep 100"})
+    await state_of(nvim, "waiting")
+    with transcript.open("a") as f:
+        f.write(transcript_line("assistant", [{"type": "tool_use", "name": "Bash"}],
+                                time.time()))
+        f.write(transcript_line("user", interrupt, time.time() + 0.01))
+    await state_of(nvim, "done")

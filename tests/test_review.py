@@ -199,6 +199,23 @@ async def test_a_rejected_turn_ends_at_the_next_prompt(claude, ui, tmp_path):
     assert [i["file"] for i in shown["items"]] == [str(two)]
 
 
+async def test_a_turn_past_its_file_count_says_what_it_did_not_keep(
+        claude, ui, tmp_path, monkeypatch):
+    import claude_nvim._review as review_feature
+    from claude_nvim._review import turns
+    monkeypatch.setattr(turns, "MAX_FILES", 2)
+    monkeypatch.setattr(review_feature, "MAX_FILES", 2)
+    await claude.prompt("Make five files.")
+    for n in range(5):
+        await claude.write(tmp_path / f"f{n}.txt", f"{n}\n")
+    await claude.stop()
+    shown = await review(ui)
+    assert [i["file"] for i in shown["items"]] == [str(tmp_path / "f0.txt"),
+                                                   str(tmp_path / "f1.txt")]
+    said = await ui.exec_lua("return vim.api.nvim_exec2('messages', {output = true}).output")
+    assert "turn 1 changed 3 more file(s), not kept (a turn keeps 2)" in said
+
+
 FIVE = "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n"
 
 

@@ -13,7 +13,10 @@ waits for its answer on every tool call.
 
 from __future__ import annotations
 
+import datetime
 import logging
+import os
+import stat
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -41,6 +44,12 @@ NOTICE_SECONDS = 2
 server (stopped) costs a turn a timeout per hook; so does a dead one while claude tries to
 reconnect to it (2.1.332 waits for the IDE connection up to the hook's timeout)."""
 GUARDS = frozenset({"PreToolUse"})
+WATCH_SECONDS = 1.0
+"""How often the transcript of a working or waiting Claude is looked at (one fstat; its new
+tail read only when it grew): claude says nothing of an interrupt but writes it there."""
+TAIL_BYTES = 64 * 1024
+INTERRUPTED_MARK = "[Request interrupted by user"
+MAX_PATH = 4096
 PUSH_SECONDS = 0.25
 """The states go to Neovim at most once in this long (the latest of each Claude): a flood of
 hooks is never a flood of messages."""
@@ -58,7 +67,8 @@ def _hook(event: str, fields: Mapping[str, str]) -> JSON:
     # event's JSON (`${tool_input.file_path}`; missing: ""). Without it the arguments are {}.
     timeout = GUARD_SECONDS if event in GUARDS else NOTICE_SECONDS
     return {"type": "mcp_tool", "server": "ide", "tool": TOOL, "timeout": timeout,
-            "input": {"event": "${hook_event_name}", "session": "${session_id}", **fields}}
+            "input": {"event": "${hook_event_name}", "session": "${session_id}",
+                      "transcript": "${transcript_path}", **fields}}
 
 
 FILE_FIELDS = {"tool": "${tool_name}", "file": "${tool_input.file_path}",
@@ -108,6 +118,8 @@ class HookEvent:
     notification: str = ""
     interrupt: bool = False
     """PostToolUseFailure's ``is_interrupt``: the user interrupted the tool."""
+    transcript: str = ""
+    """The session's transcript (``transcript_path``), on Claude's host."""
 
     @classmethod
     def from_arguments(cls, arguments: Mapping[str, Any]) -> HookEvent:
@@ -118,7 +130,7 @@ class HookEvent:
         return cls(name=text("event"), session=text("session"), tool=text("tool"),
                    path=text("file") or text("notebook"), tool_use=text("tool_use"),
                    prompt=text("prompt"), notification=text("type"),
-                   interrupt=text("interrupt") == "true")
+                   interrupt=text("interrupt") == "true", transcript=text("transcript"))
 
 
 @dataclass
@@ -136,6 +148,10 @@ class ClaudeState:
     turns: int = 0
     """Prompts it was given (UserPromptSubmit) since it connected."""
     listening: bool = False
+    transcript: str = ""
+    """Its session's transcript, where an interrupt is seen (no hook says so)."""
+    transcript_size: int = -1
+    last_hook: float = 0.0
 
     def entry(self) -> JSON:
         entry: JSON = {"id": self.id, "state": self.state, "since": self.since,
@@ -147,6 +163,9 @@ class ClaudeState:
         return entry
 
 
+INTERRUPTED = "Interrupted"
+"""Not claude's: the server saw in the transcript that the user interrupted the turn (Esc,
+or a permission refused in claude's terminal)."""
 DIFF_REJECTED = "DiffRejected"
 """Not claude's: the server's own event when the user rejects a Claude's diff (in Neovim, or
 in claude's terminal, which closes the diff). claude 2.1.332 then ends the turn and runs no
@@ -156,7 +175,7 @@ NEXT_STATE: dict[str, State] = {
     "UserPromptSubmit": "working", "PreToolUse": "working", "PostToolUse": "working",
     "PostToolUseFailure": "working", "PermissionDenied": "working",
     "PermissionRequest": "waiting", "Stop": "done", "StopFailure": "done",
-    DIFF_REJECTED: "done",
+    DIFF_REJECTED: "done", INTERRUPTED: "done",
 }
 NOTIFICATION_STATE: dict[str, State] = {"permission_prompt": "waiting", "idle_prompt": "done"}
 
@@ -234,6 +253,9 @@ class Hooks:
         """A hook from the Claude on connection ``claude_id``: its state, then the listeners."""
         log.debug("client %d: hook %s %s %s", claude_id, event.name, event.tool, event.path)
         claude = self._claude(claude_id)
+        claude.last_hook = time.time()
+        if event.transcript and len(event.transcript) <= MAX_PATH:
+            claude.transcript = event.transcript
         new = (NOTIFICATION_STATE.get(event.notification) if event.name == "Notification"
                else "done" if event.interrupt  # claude ends the turn
                else NEXT_STATE.get(event.name))
@@ -245,6 +267,24 @@ class Hooks:
         entry, fields = claude.entry(), asdict(event)
         for listener in self.listeners:
             await listener(entry, fields)
+
+    async def watch_interrupts(self) -> None:
+        """End the turn of a working or waiting Claude whose transcript says the user
+        interrupted it after its last hook."""
+        while True:
+            await trio.sleep(WATCH_SECONDS)
+            for claude in [c for c in self._claudes.values()
+                           if c.state in ("working", "waiting") and c.transcript]:
+                try:
+                    size, when = await trio.to_thread.run_sync(
+                        interrupted_at, claude.transcript, claude.transcript_size)
+                except OSError as exc:
+                    log.debug("client %d: transcript: %s", claude.id, exc)
+                    continue
+                claude.transcript_size = size
+                if when is not None and when > claude.last_hook \
+                        and self._claudes.get(claude.id) is claude:
+                    await self.receive(claude.id, HookEvent(INTERRUPTED))
 
     async def diff_rejected(self, claude_id: int) -> None:
         """The user rejected a diff of the Claude on connection ``claude_id``: its turn ends
@@ -273,9 +313,50 @@ class HooksFeature(Feature):
         await super().start(editor, nursery)
         self.hooks.attach(editor)
         nursery.start_soon(self.hooks.push_states)
+        nursery.start_soon(self.hooks.watch_interrupts)
 
     async def disconnected(self, editor: Editor, client_id: int) -> None:
         self.hooks.gone(client_id)
 
     def stop(self) -> None:
         self.hooks.detach()
+
+
+def interrupted_at(path: str, known_size: int) -> tuple[int, float | None]:
+    """The transcript's size, and when its last message (``user`` or ``assistant``) was an
+    interrupt's (as claude writes it: ``[Request interrupted by user...]``), if it was and the
+    file changed from ``known_size``. Reads at most :data:`TAIL_BYTES`, never blocks on what
+    is not a regular file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size == known_size:
+            return info.st_size, None
+        tail = os.pread(fd, TAIL_BYTES, max(info.st_size - TAIL_BYTES, 0))
+    finally:
+        os.close(fd)
+    for line in reversed(tail.splitlines()[1:] if len(tail) == TAIL_BYTES
+                         else tail.splitlines()):
+        try:
+            entry = jsontext.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        if not isinstance(entry, dict) or entry.get("type") not in ("user", "assistant"):
+            continue
+        return info.st_size, _interrupt_time(entry)
+    return info.st_size, None
+
+
+def _interrupt_time(entry: dict[str, Any]) -> float | None:
+    message = entry.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    texts = [content] if isinstance(content, str) else [
+        part.get("text") for part in content or [] if isinstance(part, dict)]
+    if entry.get("type") != "user" or not any(
+            isinstance(t, str) and t.startswith(INTERRUPTED_MARK) for t in texts):
+        return None
+    try:
+        stamp = datetime.datetime.fromisoformat(str(entry.get("timestamp")))
+    except ValueError:
+        return None
+    return stamp.timestamp()

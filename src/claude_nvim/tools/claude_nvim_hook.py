@@ -34,7 +34,7 @@ TOOL = Tool(
         "type": "object",
         "properties": {"event": TEXT, "session": TEXT, "tool": TEXT, "file": TEXT,
                        "notebook": TEXT, "tool_use": TEXT, "prompt": TEXT, "type": TEXT,
-                       "interrupt": TEXT},
+                       "interrupt": TEXT, "transcript": TEXT},
         "required": ["event"],
     },
     handler=claude_nvim_hook,
