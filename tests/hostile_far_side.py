@@ -5,7 +5,8 @@
 
 MODE: ``rpc`` (Neovim's msgpack-RPC, raw), ``bad-ready`` (a port that is a command line),
 ``framed`` (well-framed connections that speak msgpack-RPC, then one without a token, then a
-frame too big), ``flood`` (more connections than allowed). What this side got back on each
+frame too big), ``flood`` (more connections than allowed), ``escapes`` (a directory of
+terminal escapes). What this side got back on each
 connection goes to RECORD (JSON).
 """
 
@@ -56,7 +57,7 @@ def answer(number: int) -> bytes:
 
 def main() -> None:
     mode, record = sys.argv[1], sys.argv[2]
-    say(f"cwd={os.getcwd()}")
+    say("cwd=\x1b]0;pwned\x07\x1b[2J/w" if mode == "escapes" else f"cwd={os.getcwd()}")
     say("python=python3 3.11")
     say("claude=/usr/bin/claude")
     say("agent=1")

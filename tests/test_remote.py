@@ -30,6 +30,7 @@ from claude_nvim._commands._remote_parts import (
     ProtocolError,
     Target,
     TargetError,
+    claude_command,
     frame,
     parse_target,
 )
@@ -698,3 +699,26 @@ def test_frames_are_read_strictly():
         frames.feed(b"O" + (7).to_bytes(4, "big") + bytes(4))
     with pytest.raises(ProtocolError, match="unknown kind"):
         Frames().feed(frame(b"L", 0, b"{}"))
+
+
+async def test_what_the_other_side_says_reaches_no_terminal_as_escapes(nvim_address, tmp_path):
+    command = [*LAUNCHER, "--via", shlex.join([sys.executable, str(HOSTILE / "hostile_far_side.py"),
+                                               "escapes", str(tmp_path / "r")]), "--serve", "/w"]
+    done = await trio.run_process([*command[:len(LAUNCHER)], "--nvim", nvim_address,
+                                   *command[len(LAUNCHER):]], capture_stderr=True, check=False,
+                                  env=environment(tmp_path / "local-config"))
+    said = done.stderr.decode()
+    assert done.returncode == 1 and "not an absolute path" in said, said
+    assert "\x1b" not in said and "\x07" not in said
+
+
+def test_claude_there_is_run_with_the_host_after_double_dash():
+    target = parse_target("ssh://me@box:2222/srv/app")
+    command = claude_command(target, ["ssh"], "claude", {"CLAUDE_CODE_SSE_PORT": "5",
+                                                         "HOME": "/root"}, ["--resume"])
+    assert command[:6] == ["ssh", "-p", "2222", "-t", "--", "me@box"]
+    there = shlex.split(command[6])
+    assert there[:2] == ["sh", "-lc"] and there[3:] == [
+        "claude-nvim", "/srv/app", "env", "CLAUDE_CODE_SSE_PORT=5", "claude", "--resume"]
+    box = claude_command(parse_target("docker://dev/w"), ["ssh"], "claude", {}, [])
+    assert box[:5] == ["docker", "exec", "-i", "-t", "dev"]

@@ -142,7 +142,7 @@ class Probe:
         if not line.startswith("claude-nvim-remote "):
             return False
         key, _, value = line[len("claude-nvim-remote "):].partition("=")
-        self.said[key] = value[:MAX_LINE]
+        self.said[key] = printable(value[:MAX_LINE])
         return True
 
     @property
@@ -163,6 +163,12 @@ class Probe:
             found.append(f"`{claude}` is not on {where}'s PATH: install Claude Code there "
                          f"({INSTALL_CLAUDE}), or name it with --remote-claude")
         return found
+
+
+def printable(text: str) -> str:
+    """What the other side said, fit for a terminal and for Neovim: control characters (a
+    terminal's escapes) become ``?``."""
+    return "".join(c if c.isprintable() else "?" for c in text)
 
 
 # The agent's frames.

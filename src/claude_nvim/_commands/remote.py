@@ -48,6 +48,7 @@ from ._remote_parts import (
     frame,
     parse_ready,
     parse_target,
+    printable,
 )
 from ._running import NO_NVIM, tools_to_serve
 
@@ -150,8 +151,12 @@ class Session:
                 probe = await self._probe(reader, agent)
             if waited.cancelled_caught:
                 raise RemoteError(f"{self.target.name} did not answer in {READY_SECONDS:g} s")
+            cwd = probe.said.get("cwd", "")
+            if not cwd.startswith("/"):
+                raise RemoteError(f"{self.target.name} said its directory is {cwd!r}, not an "
+                                  "absolute path")
             link = _Link(self, agent, reader)
-            status = await link.run(await self._paths(probe.said["cwd"]))
+            status = await link.run(await self._paths(cwd))
             nursery.cancel_scope.cancel()
         return status
 
@@ -193,7 +198,7 @@ class Session:
         if stream is None:
             return
         async for line in _lines(stream):
-            line = line[:MAX_LINE]
+            line = printable(line[:MAX_LINE])  # for a terminal and Neovim: no escapes
             self.said = [*self.said[-20:], line]
             log.debug("%s: %s", self.target.name, line)
             if not self._quiet and (self.serve_only or line.startswith("claude-nvim")):
@@ -223,8 +228,8 @@ class _Link:
         async with trio.open_nursery() as nursery:
             ended = trio.Event()
             nursery.start_soon(self._carry, nursery, ended)
-            nursery.start_soon(self._keep_alive)
             await nursery.start(app.run)
+            nursery.start_soon(self._keep_alive)  # after L: the agent's first frame
             log.info("the claude-nvim server here is ready for Claude on %s (port %s there)",
                      session.target.name, app.environment.get("CLAUDE_CODE_SSE_PORT"))
             if session.serve_only:
