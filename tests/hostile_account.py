@@ -1,11 +1,14 @@
 """Another process of the account Claude runs as, on the far side of ``claude-nvim remote``
 (tests/test_remote.py runs it as that user): it tries Neovim's msgpack-RPC everywhere it can.
 
-    python hostile_account.py sockets|pipes
+    python hostile_account.py sockets INODE,... | pipes PID,...
 
-``sockets``: every Unix socket it can connect to and every TCP port listening on this host's
-loopback get a request to run Lua; what each answered is printed (JSON). ``pipes``: every pipe
-and socket of every process of this user (``/proc/PID/fd/*``) that it can open gets it.
+``sockets``: every listening Unix socket and TCP port on this host's loopback that it can
+connect to gets a request to run Lua; what each answered is printed (JSON). Only those of the
+socket inodes given: the test's machine is shared with other test runs, whose sockets are not
+this test's far side. ``pipes``: every pipe
+and socket of every process of this user (``/proc/PID/fd/*``) that it can open gets it, of
+the PIDs given (again: not other test runs').
 """
 
 from __future__ import annotations
@@ -33,11 +36,11 @@ def ask(family: int, address: object) -> str | None:
         return None
 
 
-def sockets() -> dict[str, str]:
+def sockets(inodes: set[str]) -> dict[str, str]:
     answered = {}
     for line in Path("/proc/net/unix").read_text().splitlines()[1:]:
         fields = line.split()
-        if len(fields) >= 8 and fields[5] == "01":  # listening
+        if len(fields) >= 8 and fields[5] == "01" and fields[6] in inodes:  # listening
             path = fields[7]
             address = "\0" + path[1:] if path.startswith("@") else path
             if (got := ask(socket.AF_UNIX, address)) is not None:
@@ -45,7 +48,7 @@ def sockets() -> dict[str, str]:
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         for line in Path(table).read_text().splitlines()[1:]:
             fields = line.split()
-            if fields[3] == "0A":
+            if fields[3] == "0A" and fields[9] in inodes:
                 port = int(fields[1].rsplit(":", 1)[1], 16)
                 family, host = ((socket.AF_INET6, "::1") if table.endswith("6")
                                 else (socket.AF_INET, "127.0.0.1"))
@@ -54,10 +57,10 @@ def sockets() -> dict[str, str]:
     return answered
 
 
-def pipes() -> dict[str, str]:
+def pipes(pids: set[str]) -> dict[str, str]:
     written = {}
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+        if entry.name not in pids or int(entry.name) == os.getpid():
             continue
         try:
             if entry.stat().st_uid != os.getuid():
@@ -83,4 +86,5 @@ def pipes() -> dict[str, str]:
     return written
 
 
-print(json.dumps(sockets() if sys.argv[1] == "sockets" else pipes()))
+given = set(sys.argv[2].split(","))
+print(json.dumps(sockets(given) if sys.argv[1] == "sockets" else pipes(given)))

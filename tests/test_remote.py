@@ -270,11 +270,14 @@ async def test_an_account_there_finds_no_neovim_rpc_anywhere(
         far_side = descendants(ssh_server.process.pid)
         assert listening_ports(far_side) == {ssh_server.port, port}
         assert not listening_unix_sockets(far_side)
+        # Every socket of the far side's processes, and of the server here (one host here).
+        inodes = socket_inodes(far_side | descendants(process.pid))
         done = await trio.to_thread.run_sync(lambda: run_as(
             ssh_server.user, [python_for_others(), str(HOSTILE / "hostile_account.py"),
-                              "sockets"], timeout=120))
+                              "sockets", ",".join(inodes)], timeout=120))
         answers = json.loads(done.stdout)
         assert f"127.0.0.1:{port}" in answers, done
+        assert len(answers) >= 3, answers  # sshd's port, the agent's, the server's here
         # No msgpack-RPC answer ([1, id, error, result]) anywhere: the agent's port is the
         # server's WebSocket, which waits for an HTTP request (or says 400).
         assert not [where for where, got in answers.items() if got.startswith("9401")]
@@ -290,15 +293,17 @@ async def test_an_account_there_finds_no_neovim_rpc_anywhere(
 async def test_an_account_there_writing_to_every_pipe_runs_nothing_here(
         ssh_server, remote_bin, remote_ws, remote_home, nvim, nvim_address, tmp_path):
     """Any process of the account there writes a request to run Lua into every pipe and
-    socket of every process of that account (/proc/PID/fd/*), the agent's stdin and stdout
-    among them: the connection may break, and Neovim is told; Neovim runs nothing."""
+    socket of every process of that account (/proc/PID/fd/*; this test's far side), the
+    agent's stdin and stdout among them: the connection may break, and Neovim is told;
+    Neovim runs nothing."""
     async with trio.open_nursery() as nursery:
         process = await start(nursery, launcher(ssh_server, remote_bin, str(remote_ws),
                                                 "--serve"), tmp_path, nvim_address)
         await ready(nvim, process)
+        far_side = ",".join(map(str, descendants(ssh_server.process.pid)))
         done = await trio.to_thread.run_sync(lambda: run_as(
             ssh_server.user, [python_for_others(), str(HOSTILE / "hostile_account.py"),
-                              "pipes"], timeout=120))
+                              "pipes", far_side], timeout=120))
         # sshd's session pipes first (the agent's stdin and stdout), then the agent's if it
         # is still there: whatever got it, the frames broke.
         assert json.loads(done.stdout), done
