@@ -1,9 +1,11 @@
 """``claude-nvim remote``: Claude on another host (a real sshd of a second user, on loopback) or
-in a container (a mount namespace standing in for one), Neovim here. A stand-in claude there
-(tests/stand_in_claude.py) finds the server through its lock file, and every path crosses to
-the right side; what Claude writes there reaches Neovim's buffers; the forwarded socket is
-private; the tunnel's end removes the lock and a new start connects again. Where the machine
-cannot run sshd or namespaces, the tests say so and skip (remote_side.py)."""
+in a container (a mount namespace standing in for one), Neovim here, its server here. A
+stand-in claude there (tests/stand_in_claude.py) finds the server through the lock file the
+agent writes there, and every path crosses to the right side; only WebSocket bytes cross.
+The far side is hostile too: a fake agent that speaks msgpack-RPC and garbage, an account
+process that writes to every pipe and connects to every socket there: the local Neovim runs
+nothing. Where the machine cannot run sshd or namespaces, the tests say so and skip
+(remote_side.py)."""
 
 from __future__ import annotations
 
@@ -21,7 +23,17 @@ from pathlib import Path
 import pytest
 import trio
 
-from claude_nvim._commands._remote_parts import Probe, Target, parse_target
+from claude_nvim._commands._remote_parts import (
+    MAX_CONNECTIONS,
+    Frames,
+    Probe,
+    ProtocolError,
+    Target,
+    TargetError,
+    claude_command,
+    frame,
+    parse_target,
+)
 from helpers import WAIT, edit, environment, eventually
 from plugin_kit import alive, plugin_user
 from remote_side import (
@@ -31,6 +43,8 @@ from remote_side import (
     container,
     installation,
     nsenter,
+    python_for_others,
+    run_as,
     second_user,
     shared_directory,
     sshd,
@@ -38,8 +52,10 @@ from remote_side import (
 
 LAUNCHER = [sys.executable, "-m", "claude_nvim", "remote"]
 A_PY, B_PY = "one\ntwo\nthree\n", "bee\n"
-READY = ("local s = vim.g.claude_nvim_server; return s and s.claude and s.claude.via and "
-         "{port = s.port, clients = s.clients or 0}")
+READY = ("local s = vim.g.claude_nvim_server; return s and s.claude and s.claude.remote and "
+         "{port = s.port, clients = s.clients or 0, remote = s.claude.remote}")
+PWNED = "return vim.g.pwned == nil"
+HOSTILE = Path(__file__).resolve().parent
 
 
 def workspace(path: Path) -> Path:
@@ -52,10 +68,9 @@ def workspace(path: Path) -> Path:
 # The scenario: everything that crosses, on each side.
 
 
-async def exercise(nvim, claude: StandIn, there: str, here: Path, *, copies: bool) -> None:
+async def exercise(nvim, claude: StandIn, there: str, here: Path) -> None:
     """Drive Neovim as the user and ``claude`` as the CLI; ``there`` is the workspace as
-    Claude's host has it, ``here`` as Neovim has it (``copies``: two copies of it, else one
-    shared mount)."""
+    Claude's host has it, ``here`` as Neovim has it (the same files: a mount)."""
     connected = await claude.connected()
     lock = (await claude.answer(await claude.send(lock=True)))["content"]
     assert lock["workspaceFolders"] == [there] and connected["cwd"] == there
@@ -97,8 +112,8 @@ async def exercise(nvim, claude: StandIn, there: str, here: Path, *, copies: boo
     # In auto mode there is no diff: the write alone reaches Neovim.
     await claude.answer(await claude.send(write=f"{there}/b.py", text="bee\nsting\n"))
     await shows(nvim, here / "b.py", ["bee", "sting"])
-    if copies:  # Neovim's copy itself is left alone
-        assert (here / "a.py").read_text() == A_PY and (here / "b.py").read_text() == B_PY
+    # The server here runs nothing Claude sends: the far side never had Neovim's RPC.
+    assert await nvim.exec_lua(PWNED)
 
 
 async def diff(nvim, claude: StandIn, there: str, here: Path, contents: str, verdict: str):
@@ -171,9 +186,11 @@ def ssh_server(tmp_path, remote_home, remote_user):
 
 
 def launcher(server: Sshd, remote_bin: Path, target: str, *more: str) -> list[str]:
-    return [*LAUNCHER, "--ssh", shlex.join(server.ssh), "--remote-command",
-            str(remote_bin / "claude-nvim"), "--remote-claude", str(remote_bin / "claude"),
-            *more, f"{Sshd.HOST}:{target}"]
+    """The launcher, with Neovim's files where Claude's are (one host here: the same
+    files, as a mount would be)."""
+    return [*LAUNCHER, "--ssh", shlex.join(server.ssh), "--remote-claude",
+            str(remote_bin / "claude"), "--path-map", f"{target}={target}", *more,
+            f"{Sshd.HOST}:{target}"]
 
 
 def stand_in_over_ssh(server: Sshd, remote_bin: Path, cwd: Path) -> list[str]:
@@ -188,7 +205,8 @@ async def start(nursery, command: list[str], tmp_path: Path, nvim_address: str, 
     with open(log, "ab") as out:
         process = await nursery.start(lambda task_status: trio.run_process(
             [*command[:len(LAUNCHER)], "--nvim", nvim_address, *command[len(LAUNCHER):]],
-            env={**environment(tmp_path / "local-config"), **env}, stderr=out, check=False,
+            env={**environment(tmp_path / "local-config"), "CLAUDE_NVIM_KEEPALIVE": "2", **env},
+            stderr=out, check=False,
             task_status=task_status))
     process.log, process.starts = log, starts
     return process
@@ -220,43 +238,102 @@ def remote_locks(remote_home: Path) -> list[Path]:
 
 async def test_over_ssh_every_path_crosses_to_its_side(ssh_server, remote_bin, remote_ws,
                                                        remote_home, nvim, nvim_address, tmp_path):
-    here = workspace(tmp_path)  # Neovim's copy, where it runs (the path map's default)
+    await nvim.request("nvim_command", f"cd {remote_ws}")
     async with trio.open_nursery() as nursery:
         process = await start(nursery, launcher(ssh_server, remote_bin, str(remote_ws),
                                                 "--serve"), tmp_path, nvim_address)
         await ready(nvim, process)
         (lock,) = remote_locks(remote_home)
         content = json.loads(lock.read_text())
-        # The lock names the server's own pid there, alive there, and Claude's folder.
+        # The lock names the agent's pid there, alive there, and Claude's folder; it and its
+        # folder are private.
         assert content["workspaceFolders"] == [str(remote_ws)]
         assert Path(f"/proc/{content['pid']}").stat().st_uid == ssh_server.user.pw_uid
         assert stat.S_IMODE(lock.stat().st_mode) == 0o600
+        assert stat.S_IMODE(lock.parent.stat().st_mode) == 0o700
         async with StandIn.run(stand_in_over_ssh(ssh_server, remote_bin, remote_ws)) as claude:
-            await exercise(nvim, claude, str(remote_ws), here, copies=True)
+            await exercise(nvim, claude, str(remote_ws), remote_ws)
         process.terminate()
     assert remote_locks(remote_home) == []
 
 
-async def test_the_forwarded_socket_is_private_and_no_port_opens_there(
+async def test_an_account_there_finds_no_neovim_rpc_anywhere(
         ssh_server, remote_bin, remote_ws, remote_home, nvim, nvim_address, tmp_path):
+    """Any process of the account there connects to every socket and port it can find and
+    asks each to run Lua: none is Neovim's RPC (the agent's port is a token-checked
+    WebSocket), and Claude's connection goes on."""
     async with trio.open_nursery() as nursery:
         process = await start(nursery, launcher(ssh_server, remote_bin, str(remote_ws),
                                                 "--serve"), tmp_path, nvim_address)
         await ready(nvim, process)
-        lock = json.loads(remote_locks(remote_home)[0].read_text())
-        argv = Path(f"/proc/{lock['pid']}/cmdline").read_bytes().decode().split("\0")
-        forwarded = Path(argv[argv.index("--nvim") + 1])
-        info, folder = forwarded.stat(), forwarded.parent.stat()
-        user = ssh_server.user.pw_uid
-        assert stat.S_ISSOCK(info.st_mode) and info.st_uid == user
-        assert stat.S_IMODE(info.st_mode) == 0o600
-        assert folder.st_uid == user and stat.S_IMODE(folder.st_mode) == 0o700
-        # This sshd and all it started listen on no TCP port but sshd's and the server's own
-        # (the CLI's, on 127.0.0.1): Neovim is reached through the socket alone.
         port = int(remote_locks(remote_home)[0].stem)
-        assert listening_ports(descendants(ssh_server.process.pid)) == {ssh_server.port, port}
+        # All the far side listens on: sshd's port and the agent's, on loopback; no socket.
+        far_side = descendants(ssh_server.process.pid)
+        assert listening_ports(far_side) == {ssh_server.port, port}
+        assert not listening_unix_sockets(far_side)
+        # Every socket of the far side's processes, and of the server here (one host here).
+        inodes = socket_inodes(far_side | descendants(process.pid))
+        done = await trio.to_thread.run_sync(lambda: run_as(
+            ssh_server.user, [python_for_others(), str(HOSTILE / "hostile_account.py"),
+                              "sockets", ",".join(inodes)], timeout=120))
+        answers = json.loads(done.stdout)
+        assert f"127.0.0.1:{port}" in answers, done
+        assert len(answers) >= 3, answers  # sshd's port, the agent's, the server's here
+        # No msgpack-RPC answer ([1, id, error, result]) anywhere: the agent's port is the
+        # server's WebSocket, which waits for an HTTP request (or says 400).
+        assert not [where for where, got in answers.items() if got.startswith("9401")]
+        assert bytes.fromhex(answers[f"127.0.0.1:{port}"]) in (b"", b"HTTP/1.1 400")[:1] \
+            or bytes.fromhex(answers[f"127.0.0.1:{port}"]).startswith(b"HTTP/1.1 4")
+        assert await nvim.exec_lua(PWNED)
+        async with StandIn.run(stand_in_over_ssh(ssh_server, remote_bin, remote_ws)) as claude:
+            await claude.connected()
         process.terminate()
-    assert not forwarded.parent.exists()  # removed with the server
+    assert remote_locks(remote_home) == []
+
+
+async def test_an_account_there_writing_to_every_pipe_runs_nothing_here(
+        ssh_server, remote_bin, remote_ws, remote_home, nvim, nvim_address, tmp_path):
+    """Any process of the account there writes a request to run Lua into every pipe and
+    socket of every process of that account (/proc/PID/fd/*; this test's far side), the
+    agent's stdin and stdout among them: the connection may break, and Neovim is told;
+    Neovim runs nothing."""
+    async with trio.open_nursery() as nursery:
+        process = await start(nursery, launcher(ssh_server, remote_bin, str(remote_ws),
+                                                "--serve"), tmp_path, nvim_address)
+        await ready(nvim, process)
+        far_side = ",".join(map(str, descendants(ssh_server.process.pid)))
+        done = await trio.to_thread.run_sync(lambda: run_as(
+            ssh_server.user, [python_for_others(), str(HOSTILE / "hostile_account.py"),
+                              "pipes", far_side], timeout=120))
+        # sshd's session pipes first (the agent's stdin and stdout), then the agent's if it
+        # is still there: whatever got it, the frames broke.
+        assert json.loads(done.stdout), done
+        with trio.fail_after(30):
+            assert await process.wait() == 1
+    said = (tmp_path / "launcher.log").read_text()
+    assert "broke the protocol" in said or f"the connection to {Sshd.HOST} closed" in said
+    assert await nvim.exec_lua(PWNED)
+    await gone(remote_home)
+
+
+def listening_unix_sockets(pids: set[int]) -> set[str]:
+    """The Unix sockets the processes ``pids`` listen on (sshd's own forwarding included)."""
+    inodes = socket_inodes(pids)
+    return {line.split()[-1] for line in Path("/proc/net/unix").read_text().splitlines()[1:]
+            if len(line.split()) >= 8 and line.split()[5] == "01" and line.split()[6] in inodes}
+
+
+def socket_inodes(pids: set[int]) -> set[str]:
+    inodes = set()
+    for pid in pids:
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("socket:["):
+                    inodes.add(target[len("socket:["):-1])
+        except OSError:
+            continue
+    return inodes
 
 
 def descendants(pid: int) -> set[int]:
@@ -279,15 +356,7 @@ def descendants(pid: int) -> set[int]:
 
 def listening_ports(pids: set[int]) -> set[int]:
     """The TCP ports the processes ``pids`` listen on."""
-    inodes = set()
-    for pid in pids:
-        try:
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                target = os.readlink(f"/proc/{pid}/fd/{fd}")
-                if target.startswith("socket:["):
-                    inodes.add(target[len("socket:["):-1])
-        except OSError:
-            continue
+    inodes = socket_inodes(pids)
     ports = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         for line in Path(table).read_text().splitlines()[1:]:
@@ -301,13 +370,13 @@ def listening_ports(pids: set[int]) -> set[int]:
 
 
 def master_of(launcher_pid: int) -> int:
-    """The pid of the launcher's SSH master (``ssh ... -M``)."""
+    """The pid of the launcher's ssh, the agent's connection (``ssh ... -T``)."""
     for pid in descendants(launcher_pid) - {launcher_pid}:
         with contextlib.suppress(OSError):
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            if b"-M" in argv:
+            if argv[0] == b"ssh" and b"-T" in argv:
                 return pid
-    raise AssertionError("no ssh master")
+    raise AssertionError("no ssh")
 
 
 async def gone(remote_home: Path, timeout: float = WAIT) -> None:
@@ -318,7 +387,7 @@ async def gone(remote_home: Path, timeout: float = WAIT) -> None:
 
 async def test_the_tunnel_dropping_removes_the_lock_and_a_new_start_connects(
         ssh_server, remote_bin, remote_ws, remote_home, nvim, nvim_address, tmp_path):
-    workspace(tmp_path)
+    await nvim.request("nvim_command", f"cd {remote_ws}")
     command = launcher(ssh_server, remote_bin, str(remote_ws), "--serve")
     async with trio.open_nursery() as nursery:
         process = await start(nursery, command, tmp_path, nvim_address)
@@ -346,7 +415,8 @@ async def test_the_tunnel_dropping_removes_the_lock_and_a_new_start_connects(
 
 async def test_a_connection_that_stops_answering_loses_its_lock_there(
         ssh_server, remote_bin, remote_ws, remote_home, nvim, nvim_address, tmp_path):
-    """No FIN comes when a laptop sleeps: the server's own checks (1 s here) find it out."""
+    """No FIN comes when a laptop sleeps: the agent's own checks (three keepalives of 2 s
+    here) find it out."""
     async with trio.open_nursery() as nursery:
         process = await start(nursery, launcher(ssh_server, remote_bin, str(remote_ws),
                                                 "--serve"), tmp_path, nvim_address)
@@ -365,8 +435,6 @@ async def test_a_connection_that_stops_answering_loses_its_lock_there(
 
 
 @pytest.mark.parametrize(("option", "value", "said"), [
-    ("--remote-command", "/nowhere/claude-nvim",
-     f"claude-nvim is not installed on {Sshd.HOST} (`/nowhere/claude-nvim --version`"),
     ("--remote-claude", "/nowhere/claude",
      f"`/nowhere/claude` is not on {Sshd.HOST}'s PATH: install Claude Code there "
      "(npm install -g @anthropic-ai/claude-code)"),
@@ -381,8 +449,6 @@ async def test_what_is_missing_there_is_said_with_how_to_install_it(
     lines = done.stderr.decode().splitlines()
     assert done.returncode == 1 and len(lines) == 1, lines
     assert lines[0].startswith(f"claude-nvim: {said}")
-    if option == "--remote-command":
-        assert "install it there with pipx install claude-nvim" in lines[0]
 
 
 async def test_a_directory_missing_there_is_said(ssh_server, remote_bin, nvim_address, tmp_path):
@@ -395,13 +461,14 @@ async def test_a_directory_missing_there_is_said(ssh_server, remote_bin, nvim_ad
         f"claude-nvim: there is no directory /nowhere/project on {Sshd.HOST}"
 
 
-def test_an_old_or_absent_python_is_said_before_claude_nvim():
+def test_an_absent_python_is_said_with_how_to_get_one():
     target = Target(name="box", path=None, ssh_host="box")
-    old = Probe({"no-claude-nvim": "not found", "python": "python3 3.9", "claude": "/c"})
-    (said,) = old.problems(target, ["claude-nvim"], "claude")
-    assert said.startswith("box has Python 3.9 (python3); claude-nvim needs 3.11 or newer")
-    none = Probe({"no-claude-nvim": "not found", "claude": "/c"})
-    assert none.problems(target, ["claude-nvim"], "claude")[0].startswith("box has no Python")
+    none = Probe({"no-python": "", "claude": "/c", "end": ""})
+    (said,) = none.problems(target, "python3", "claude")
+    assert said.startswith("box has no Python 3 (`python3`, python3, python): install one there")
+    assert "--remote-python" in said
+    assert Probe({"python": "python3 3.6", "claude": "/c", "agent": "1"}).problems(
+        target, "python3", "claude") == []
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -413,6 +480,13 @@ def test_an_old_or_absent_python_is_said_before_claude_nvim():
 def test_ssh_targets(text, expected):
     target = parse_target(text)
     assert (target.name, target.path, target.ssh_host, target.ssh_options) == expected
+
+
+@pytest.mark.parametrize("text", ["-oProxyCommand=touch /tmp/x", "ssh://-oProxyCommand=x/p",
+                                  "docker://-v/x", "-box:path"])
+def test_a_host_that_would_be_an_option_is_refused(text):
+    with pytest.raises(TargetError, match=r"'-'|is not HOST"):
+        parse_target(text)
 
 
 def test_container_targets():
@@ -430,6 +504,7 @@ def test_container_targets():
 
 async def test_one_command_runs_claude_there_connected_and_stops_it_all(
         ssh_server, remote_bin, remote_ws, remote_home, nvim, nvim_address, tmp_path):
+    await nvim.request("nvim_command", f"cd {remote_ws}")
     command = launcher(ssh_server, remote_bin, str(remote_ws))
     env = environment(tmp_path / "local-config", NVIM=nvim_address)
     async with StandIn.run(command, env=env, stderr=subprocess.DEVNULL) as claude:
@@ -456,8 +531,7 @@ async def test_in_a_container_every_path_crosses_to_its_side(nvim, nvim_address,
     claude.write_text(f'#!/bin/sh\nexec {sys.executable} {STAND_IN} "$@"\n')
     claude.chmod(0o755)
     with container(here, inside) as pid:
-        command = [*LAUNCHER, "--via", shlex.join(nsenter(pid)), "--remote-command",
-                   shlex.join([sys.executable, "-m", "claude_nvim"]), "--remote-claude",
+        command = [*LAUNCHER, "--via", shlex.join(nsenter(pid)), "--remote-claude",
                    str(claude), "--path-map", f"{inside}={here}", "--serve", str(inside)]
         async with trio.open_nursery() as nursery:
             process = await start(nursery, command, tmp_path, nvim_address,
@@ -468,7 +542,7 @@ async def test_in_a_container_every_path_crosses_to_its_side(nvim, nvim_address,
             stand_in = [*nsenter(pid, str(inside)), str(claude)]
             async with StandIn.run(stand_in, env={**os.environ,
                                                   "CLAUDE_CONFIG_DIR": str(config)}) as claude:
-                await exercise(nvim, claude, str(inside), here, copies=False)
+                await exercise(nvim, claude, str(inside), here)
             process.terminate()
         with trio.fail_after(WAIT):
             while list(config.glob("ide/*.lock")):
@@ -501,10 +575,9 @@ def test_serve_refuses_a_neovim_others_can_reach(tmp_path, address):
 # From Neovim: the plugin's :ClaudeNvim with a remote target
 
 
-def plugin_options(server: Sshd, remote_bin: Path, claude_nvim: str = "claude-nvim") -> list[str]:
-    """opts.remote.args: the test's ssh, and where claude-nvim and claude are there."""
-    return ["--ssh", shlex.join(server.ssh), "--remote-command", str(remote_bin / claude_nvim),
-            "--remote-claude", str(remote_bin / "claude")]
+def plugin_options(server: Sshd, remote_bin: Path, claude: str = "claude") -> list[str]:
+    """opts.remote.args: the test's ssh, and where claude is there."""
+    return ["--ssh", shlex.join(server.ssh), "--remote-claude", str(remote_bin / claude)]
 
 
 CLAUDE_TERMINAL = """
@@ -530,9 +603,9 @@ async def test_claude_nvim_with_a_target_runs_claude_there_from_the_plugin(
         (lock,) = remote_locks(remote_home)
         assert str(lock) in shown and str(remote_ws) in shown
         served = await eventually(user, "local s = require('claude_nvim').server() "
-                                        "return s and (s.clients or 0) == 1 and s")
+                                        "return s and (s.clients or 0) == 1 and s", timeout=20)
         assert served["port"] != local_port
-        assert served["claude"]["via"]["host"] == Sshd.HOST
+        assert served["claude"]["remote"] == Sshd.HOST
         # A mention from Neovim reaches the Claude there, in its paths.
         await user.request("nvim_command", "ClaudeNvimAdd a.py")
         await eventually(user, f"local t = loadstring([[{CLAUDE_TERMINAL}]])() "
@@ -567,14 +640,14 @@ async def test_a_target_in_the_options_serves_from_there_from_the_start(
                                f"return t:find('\"connected\"', 1, true) "
                                f"and t:find('{remote_ws}', 1, true)", timeout=WAIT)
         await eventually(user, "local s = require('claude_nvim').server() "
-                               "return s and (s.clients or 0) == 1")
+                               "return s and (s.clients or 0) == 1", timeout=20)
 
 
 async def test_what_is_missing_there_is_said_in_the_claude_window(
         ssh_server, remote_bin, remote_ws, tmp_path):
     workspace(tmp_path)
     remote = {"target": f"ssh://{Sshd.HOST}{remote_ws}",
-              "args": plugin_options(ssh_server, remote_bin, claude_nvim="no-claude-nvim")}
+              "args": plugin_options(ssh_server, remote_bin, claude="no-claude")}
     async with plugin_user(tmp_path, remote=remote, start_server="first_use") as user:
         await user.request("nvim_command", "ClaudeNvim")
         # The window of the Claude that did not start says why (its buffer, shown).
@@ -582,5 +655,76 @@ async def test_what_is_missing_there_is_said_in_the_claude_window(
                                       "vim.api.nvim_win_get_buf(vim.fn.win_getid(vim.fn.winnr("
                                       "'$'))), 0, -1, false)) "
                                       "return t:find('claude-nvim: ', 1, true) and t", timeout=WAIT)
-        assert f"claude-nvim is not installed on {Sshd.HOST}" in said
-        assert "install it there with" in said
+        assert f"no-claude` is not on {Sshd.HOST}'s PATH: install Claude Code there" in said
+
+
+# A hostile agent: what the other side says is read strictly, and nothing of it runs here
+
+
+@pytest.mark.parametrize(("mode", "refused"), [
+    ("rpc", "a frame of an unknown kind"),
+    ("bad-ready", "its port is not one"),
+    ("flood", f"more than {MAX_CONNECTIONS} connections"),
+    ("framed", "a frame of 1073741824 bytes"),
+])
+async def test_a_hostile_agent_gets_no_neovim_rpc(nvim, nvim_address, tmp_path, mode, refused):
+    record = tmp_path / "replies.json"
+    await nvim.request("nvim_command", f"cd {workspace(tmp_path / 'ws')}")
+    command = [*LAUNCHER, "--via", shlex.join([sys.executable, str(HOSTILE / "hostile_far_side.py"),
+                                               mode, str(record)]), "--serve", "/w"]
+    async with trio.open_nursery() as nursery:
+        process = await start(nursery, command, tmp_path, nvim_address)
+        with trio.fail_after(60):
+            assert await process.wait() == 1
+    said = (tmp_path / "launcher.log").read_text()
+    assert f"broke the protocol: {refused}" in said
+    assert await nvim.exec_lua(PWNED)
+    if mode == "framed":  # msgpack-RPC to the server here: not even HTTP; no token: 401
+        replies = json.loads(record.read_text())
+        assert not replies["rpc"].startswith("\x94")
+        assert replies["no token"].startswith("HTTP/1.1 401"), replies
+    # Neovim is free again: no server holds it.
+    await eventually(nvim, "return package.loaded['claude_nvim.core'] == nil "
+                           "or package.loaded['claude_nvim.core'].live_server() == nil")
+
+
+def test_frames_are_read_strictly():
+    frames = Frames()
+    with pytest.raises(ProtocolError, match="before the agent was ready"):
+        frames.feed(b"O" + (1).to_bytes(4, "big") + bytes(4))
+    frames = Frames()
+    ready = b'{"port": 5, "lock": "/l", "mcp_config": "/m"}'
+    (got,) = frames.feed(b"R" + bytes(4) + len(ready).to_bytes(4, "big") + ready)
+    assert got.kind == b"R"
+    # Split anywhere, the frames are the same.
+    stream = b"O" + (7).to_bytes(4, "big") + bytes(4) + b"D" + (7).to_bytes(4, "big") \
+        + (3).to_bytes(4, "big") + b"abc"
+    assert [(f.kind, f.data) for i in range(len(stream))
+            for f in frames.feed(stream[i:i + 1])] == [(b"O", b""), (b"D", b"abc")]
+    with pytest.raises(ProtocolError, match="opened twice"):
+        frames.feed(b"O" + (7).to_bytes(4, "big") + bytes(4))
+    with pytest.raises(ProtocolError, match="unknown kind"):
+        Frames().feed(frame(b"L", 0, b"{}"))
+
+
+async def test_what_the_other_side_says_reaches_no_terminal_as_escapes(nvim_address, tmp_path):
+    command = [*LAUNCHER, "--via", shlex.join([sys.executable, str(HOSTILE / "hostile_far_side.py"),
+                                               "escapes", str(tmp_path / "r")]), "--serve", "/w"]
+    done = await trio.run_process([*command[:len(LAUNCHER)], "--nvim", nvim_address,
+                                   *command[len(LAUNCHER):]], capture_stderr=True, check=False,
+                                  env=environment(tmp_path / "local-config"))
+    said = done.stderr.decode()
+    assert done.returncode == 1 and "not an absolute path" in said, said
+    assert "\x1b" not in said and "\x07" not in said
+
+
+def test_claude_there_is_run_with_the_host_after_double_dash():
+    target = parse_target("ssh://me@box:2222/srv/app")
+    command = claude_command(target, ["ssh"], "claude", {"CLAUDE_CODE_SSE_PORT": "5",
+                                                         "HOME": "/root"}, ["--resume"])
+    assert command[:6] == ["ssh", "-p", "2222", "-t", "--", "me@box"]
+    there = shlex.split(command[6])
+    assert there[:2] == ["sh", "-lc"] and there[3:] == [
+        "claude-nvim", "/srv/app", "env", "CLAUDE_CODE_SSE_PORT=5", "claude", "--resume"]
+    box = claude_command(parse_target("docker://dev/w"), ["ssh"], "claude", {}, [])
+    assert box[:5] == ["docker", "exec", "-i", "-t", "dev"]

@@ -189,8 +189,9 @@ local function serve()
     return settle(false, 'this Neovim has no RPC address (v:servername)')
   end
   local said = nil  -- its last line of error, if it fails
-  local args = require('claude_nvim.remote').serve_args(vim.v.servername)
-    or { 'serve', '--nvim', vim.v.servername }
+  local args, refused = require('claude_nvim.remote').serve_args(vim.v.servername)
+  if refused then return settle(false, refused) end
+  args = args or { 'serve', '--nvim', vim.v.servername }
   local job = vim.fn.jobstart(vim.list_extend(cmd, args), {
     on_stderr = function(_, lines)
       for _, line in ipairs(lines) do

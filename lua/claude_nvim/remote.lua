@@ -1,8 +1,9 @@
 -- Claude on another host or in a container, this Neovim here: the plugin's half of
 -- `claude-nvim remote`. With a target (opts.remote.target, or `:ClaudeNvim ssh://host/path`) the
--- server the plugin runs is `claude-nvim remote --serve TARGET`: it reaches the target, starts
--- the server there and publishes, with what a claude needs, how to start one there
--- (vim.g.claude_nvim_server.claude.via); the Claude terminals run claude through it.
+-- server the plugin runs is `claude-nvim remote --serve TARGET`: it serves this Neovim here and
+-- makes itself known there (only the CLI's WebSocket crosses). The Claude terminals run
+-- `claude-nvim remote --claude TARGET`, built here from the user's target and options: nothing
+-- a server publishes is ever run.
 local M = {}
 
 local chosen = nil  -- the target :ClaudeNvim chose for this session, over opts.remote.target
@@ -19,40 +20,44 @@ end
 function M.target() return chosen or config().target end
 
 --- The `claude-nvim` arguments of this Neovim's server: `remote --serve ... TARGET` for a
---- target (opts.remote.args before it), nil to serve here.
+--- target (opts.remote.args before it), nil to serve here; nil and why for a target refused.
+---@param servername string
+---@return string[]|nil
+---@return string|nil
 function M.serve_args(servername)
   local target = M.target()
   if target == nil then return nil end
+  if not M.acceptable(target) then
+    return nil, ('the remote target %q may not start with "-"'):format(target)
+  end
   local args = { 'remote', '--serve', '--nvim', servername }
   vim.list_extend(args, vim.deepcopy(config().args or {}))
   args[#args + 1] = target
   return args
 end
 
--- `s` as one word for a POSIX shell (as Python's shlex.quote).
-local function quote(s)
-  if s ~= '' and not s:find("[^%w@%%+=:,./_-]") then return s end
-  return "'" .. s:gsub("'", [['"'"']]) .. "'"
+--- Whether `target` may be handed to `claude-nvim remote`: nothing that starts with `-` (an
+--- option to ssh, or to claude-nvim), nothing with a control character.
+---@param target string
+---@return boolean
+function M.acceptable(target)
+  return type(target) == 'string' and target ~= '' and not target:find('^%-')
+    and not target:find('%c')
 end
 
---- `cmd` (claude, its arguments) and its environment `env`, as this Neovim runs them where the
---- server is (`via`: what it published as claude.via): through its transport, in its
---- directory, with claude there. The same as claude-nvim remote's claude_command.
-function M.wrap(via, cmd, env)
-  local inner = vim.list_extend(vim.deepcopy(via.shell), {
-    'cd -- "$1" && shift && exec "$@"', 'claude-nvim', via.cwd, 'env' })
-  local names = vim.tbl_keys(env or {})
-  table.sort(names)
-  for _, name in ipairs(names) do inner[#inner + 1] = name .. '=' .. env[name] end
-  inner[#inner + 1] = via.claude
-  vim.list_extend(inner, vim.list_slice(cmd, 2))  -- cmd[1]: claude's name here
-  local command = vim.deepcopy(via.command)
-  if via.quote then
-    command[#command + 1] = table.concat(vim.tbl_map(quote, inner), ' ')
-  else
-    vim.list_extend(command, inner)
-  end
-  return command
+--- The command of a Claude terminal when Claudes run at a target: `claude-nvim remote --claude`
+--- (opts.remote.args before the target), claude's arguments `args` after it; the server's
+--- port there comes in claude's environment. nil when no target is set.
+---@param claude_nvim string[] the claude-nvim command (the plugin's M.command())
+---@param args string[] claude's arguments
+---@return string[]|nil
+function M.claude_command(claude_nvim, args)
+  local target = M.target()
+  if target == nil then return nil end
+  local cmd = vim.list_extend(vim.deepcopy(claude_nvim), { 'remote', '--claude' })
+  vim.list_extend(cmd, vim.deepcopy(config().args or {}))
+  cmd[#cmd + 1] = target
+  return vim.list_extend(cmd, args)
 end
 
 --- :ClaudeNvim TARGET: Claudes run at `target` from now on; `done()` once this Neovim's

@@ -175,8 +175,13 @@ local function run(claude, info, args)
   local buf = claude.buf
   if not api.nvim_buf_is_valid(buf) then return forget(claude) end  -- closed meanwhile
   local exe = vim.env.CLAUDE_NVIM_CLAUDE or 'claude'
-  local via = info.claude.via  -- the server is elsewhere (claude_nvim.remote): claude is there
-  if via == nil and vim.fn.executable(exe) == 0 then
+  local elsewhere = info.claude.remote  -- the server serves Claudes there (claude_nvim.remote)
+  local remote = require('claude_nvim.remote')
+  if elsewhere and not remote.target() then
+    return failed(claude, 'this Neovim\'s server serves Claude on ' .. tostring(elsewhere)
+      .. ', not started by this plugin: start Claude there, or :ClaudeNvim ssh://host/path')
+  end
+  if not elsewhere and vim.fn.executable(exe) == 0 then
     return failed(claude, '`' .. exe .. '` is not on PATH; install Claude Code (npm install -g '
       .. '@anthropic-ai/claude-code) or set $CLAUDE_NVIM_CLAUDE to it')
   end
@@ -198,8 +203,10 @@ local function run(claude, info, args)
     end)
   end
   local job_opts = { on_exit = exited, env = info.claude.env }
-  if via then  -- through the server's connection: the environment is claude's there
-    cmd, job_opts.env = require('claude_nvim.remote').wrap(via, cmd, job_opts.env), nil
+  if elsewhere then  -- claude there, through the user's target: the port there in its env
+    local claude_nvim, why = require('claude_nvim').command()
+    if not claude_nvim then return failed(claude, why) end
+    cmd = remote.claude_command(claude_nvim, vim.list_slice(cmd, 2))
   end
   vim.bo[buf].modifiable = true
   local job = api.nvim_buf_call(buf, function()

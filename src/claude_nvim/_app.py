@@ -14,7 +14,7 @@ import logging
 import os
 import re
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -90,6 +90,12 @@ server writes privately (the content from its port and token) at start and remov
 The server publishes the arguments (``core.ready``); whoever starts a claude passes them."""
 
 
+Advertise = Callable[[list[str], str, str], Awaitable[tuple[int, list[str], str]]]
+"""Makes a server known on Claude's host (``claude-nvim remote``), given the workspace folders
+in that host's paths, the token and the IDE's name: the port there, what a ``claude`` there
+gets on its command line, and the host's name."""
+
+
 class AlreadyServed(Exception):
     """This Neovim already has a live claude-nvim server."""
 
@@ -120,7 +126,7 @@ class App:
         max_file_mb: float | None = None,
         paths: PathMap | None = None,
         remote: bool = False,
-        claude_via: Mapping[str, Any] | None = None,
+        advertise: Advertise | None = None,
         keepalive: float = 15.0,
     ) -> None:
         self.editor = editor
@@ -131,9 +137,10 @@ class App:
         Claudes it serves: its pids, terminals and environment are not this host's."""
         self.keepalive = keepalive
         """Seconds between two checks that a remote Neovim still answers (and its timeout)."""
-        self.claude_via = claude_via
-        """How Neovim runs a ``claude`` here (``claude-nvim remote``'s transport), published
-        with the rest (``claude.via``): ``{"command": [...], "quote": bool, "cwd": str}``."""
+        self.advertise = advertise
+        """For Claudes on another host (``claude-nvim remote``): instead of a lock file here,
+        the server is made known there; Neovim's environment is left alone, and a client's pid
+        is another host's."""
         self.max_file_bytes = max_file_bytes(max_file_mb)
         """Tools refuse to make Neovim load larger files (default: $CLAUDE_NVIM_MAX_FILE_MB)."""
         self.handshake_timeout = handshake_timeout
@@ -222,8 +229,12 @@ class App:
             # Claude runs here, not in Neovim's terminals: its environment is this host's.
             here = {k: os.environ.get(k, "") for k in ("no_proxy", "NO_PROXY")}
             info = await editor.call_lua(lua.CORE, "publish", self.port,
-                                         here if self.remote else None)
+                                         here if self.remote or self.advertise else None)
             self.environment = dict(info["env"])
+            if self.advertise is not None:
+                await self._advertise_there(self.advertise, info["folders"])
+                task_status.started(self.port)
+                return
             self._lock_pid = self._choose_lock_pid(info["pid"])
             # In a thread: it connects to ports, and a stop must not wait for that.
             stale_locks = await trio.to_thread.run_sync(
@@ -235,8 +246,7 @@ class App:
             self._write_lock(info["folders"])  # the lock file says "ready" to the CLI...
             # ... and this, to whoever starts a claude in Neovim.
             claude = {"env": self.environment, "args": self.claude_args}
-            await editor.call_lua(lua.CORE, "ready",
-                                  {**claude, "via": self.claude_via} if self.claude_via else claude)
+            await editor.call_lua(lua.CORE, "ready", claude)
             log.info("listening on ws://127.0.0.1:%d, lock file %s", self.port, self.lock_path)
             task_status.started(self.port)
 
@@ -251,6 +261,27 @@ class App:
             except EditorTimeout as exc:
                 raise EditorGone(f"Neovim did not answer in {self.keepalive:g} s: the connection "
                                  "to it is down") from exc
+
+    async def _advertise_there(self, advertise: Advertise, folders: list[str]) -> None:
+        """Made known on Claude's host: the lock there has the folders in its paths; a
+        ``claude`` there connects to the port there and gets its ``--mcp-config`` there."""
+        # Only mapped folders: a local path outside the map is not that host's business.
+        mapped = [f for f in folders if any(f == neovim or f.startswith(neovim.rstrip("/") + "/")
+                                            for _, neovim in self.paths.pairs)]
+        there = ([self.paths.to_claude(f) for f in mapped]
+                 or [claude or "/" for claude, _ in self.paths.pairs])
+        name = lockfile.ide_name(mapped or [n for _, n in self.paths.pairs], self.lock_directory,
+                                 self.port)
+        port, args, host = await advertise(there, self.token, name)
+        self.environment["CLAUDE_CODE_SSE_PORT"] = str(port)
+        self.claude_args = list(args)
+        if HOOK_TOOL in self._tools_for["ide"]:
+            self.claude_args += ["--settings", settings_argument()]
+        # `remote`: the host, for the user to see; the plugin starts claudes there itself.
+        await self.editor.call_lua(lua.CORE, "ready", {
+            "env": self.environment, "args": self.claude_args, "remote": host})
+        log.info("listening on ws://127.0.0.1:%d for Claude on %s (port %d there)", self.port,
+                 host, port)
 
     def _choose_lock_pid(self, nvim_pid: int) -> int:
         # A `claude` started in a :terminal of Neovim has Neovim among its ancestors, and the
@@ -406,7 +437,7 @@ class App:
         in none)."""
         terminals: list[Terminal] = []
         # A remote Claude's pid is another host's: no terminal of Neovim runs it.
-        if connection.client_pid is not None and not self.remote:
+        if connection.client_pid is not None and not self.remote and self.advertise is None:
             with contextlib.suppress(Exception):
                 found = await self.editor.call_lua(mentions.MODULE, "terminals")
                 terminals = [Terminal(t["buf"], t["pid"], str(t.get("name", "")),

@@ -74,7 +74,6 @@ def _parser() -> argparse.ArgumentParser:
                        help="Neovim runs on another host or in another container (implied by "
                             "--path-map and --nvim -): the lock names this process, Neovim's "
                             "environment is left alone")
-    serve.add_argument("--claude-via", help=argparse.SUPPRESS)  # claude-nvim remote's
     _add_disable(serve)
 
     claude = sub.add_parser(
@@ -95,11 +94,11 @@ def _parser() -> argparse.ArgumentParser:
         "remote", parents=[logging_options],
         help="run Claude on another host or in a container, connected to this Neovim",
         description="Reach TARGET (over SSH, or with --via a command such as docker exec -i "
-                    "box), check that claude-nvim, Python and claude are there, let the server "
-                    "there reach this Neovim (its socket forwarded as a private Unix socket, or "
-                    "relayed), start claude-nvim serve there with the path map and run claude "
-                    "there in this terminal; stop it all when claude exits. The arguments "
-                    "after TARGET are claude's.",
+                    "box), check that Python 3 and claude are there, serve this Neovim here "
+                    "with the path map and carry only the CLI's WebSocket there (a small agent "
+                    "there listens on its 127.0.0.1 and writes the lock file); run claude there "
+                    "in this terminal; stop it all when claude exits. The arguments after "
+                    "TARGET are claude's.",
         usage="claude-nvim remote [options] TARGET [claude's options and arguments ...]")
     remote.set_defaults(command="remote")
     remote.add_argument("target", metavar="TARGET",
@@ -109,13 +108,17 @@ def _parser() -> argparse.ArgumentParser:
                              "path map takes it as Neovim's working directory)")
     remote.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     remote.add_argument("--nvim", metavar="ADDR",
-                        help="Neovim's RPC socket (default: $NVIM)")
+                        help="Neovim's RPC address here (default: $NVIM)")
     remote.add_argument("--path-map", metavar="CLAUDE=NEOVIM", action="append", default=[],
                         help="a directory there and where Neovim has it (repeatable; default: "
-                             "PATH=Neovim's working directory)")
+                             "PATH=Neovim's working directory); Claude there reaches nothing "
+                             "else")
     remote.add_argument("--serve", action="store_true",
                         help="only the server, until Neovim or the connection goes (the Neovim "
                              "plugin runs the claudes itself)")
+    remote.add_argument("--claude", dest="claude_only", action="store_true",
+                        help="only claude there, for a server --serve runs (the Neovim "
+                             "plugin's Claude terminals)")
     remote.add_argument("--ssh", metavar="CMD", default="ssh",
                         help="the ssh command and its options (default: ssh)")
     remote.add_argument("--via", metavar="CMD",
@@ -123,10 +126,11 @@ def _parser() -> argparse.ArgumentParser:
                              "stdout piped (e.g. 'kubectl exec -i pod --'); TARGET is the PATH")
     remote.add_argument("--via-tty", metavar="CMD",
                         help="the same with a terminal, for claude (default: --via's)")
-    remote.add_argument("--remote-command", metavar="CMD", default="claude-nvim",
-                        help="claude-nvim there (default: claude-nvim)")
+    remote.add_argument("--remote-python", metavar="CMD", default="python3",
+                        help="Python 3 there, for the agent (default: python3, else python)")
     remote.add_argument("--remote-claude", metavar="CMD", default="claude",
                         help="claude there (default: claude)")
+    _add_disable(remote)
 
     mcp = sub.add_parser(
         "mcp", parents=[logging_options],

@@ -1,24 +1,27 @@
 """What ``claude-nvim remote`` is made of, without I/O: the target and its transport, the shell
-script that runs on the other side, what it reports, and the commands that start a server and a
-``claude`` there (:mod:`.remote` runs them)."""
+script that runs on the other side (a probe, then the agent: ``far_agent.py``), what it reports,
+the frames the agent speaks (:class:`Frames`: what the other side says is untrusted, read with
+strict bounds) and the command that runs a ``claude`` there (:mod:`.remote` runs them)."""
 
 from __future__ import annotations
 
+import importlib.resources
+import json
 import re
 import shlex
+import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from .. import __version__
-
-MIN_PYTHON = (3, 11)
-INSTALL = ("pipx install claude-nvim (or uv tool install claude-nvim; from a checkout: pipx "
-           "install .)")
+MIN_PYTHON = (3, 6)
+INSTALL_PYTHON = "apt-get install python3, apk add python3, dnf install python3"
 INSTALL_CLAUDE = "npm install -g @anthropic-ai/claude-code"
-CD_AND_RUN = 'cd -- "$1" && shift && exec "$@"'
-"""``sh -c`` it with the directory and a command: the command runs there, no quoting needed."""
+NO_PROXY = "localhost,127.0.0.1,::1"
+CD_AND_RUN = ('cd -- "$1" && shift && export no_proxy="${no_proxy:+$no_proxy,}' + NO_PROXY
+              + '" NO_PROXY="${NO_PROXY:+$NO_PROXY,}' + NO_PROXY + '" && exec "$@"')
+"""``sh -c`` it with the directory and a command: the command runs there (the CLI's own
+connections to 127.0.0.1 bypass a proxy), no quoting needed."""
 
 
 class TargetError(ValueError):
@@ -59,7 +62,7 @@ def parse_target(text: str, via: str | None = None, via_tty: str | None = None) 
     scheme = re.match(r"^([a-z][a-z0-9+.-]*)://", text)
     if scheme is None:  # scp's form
         host, _, path = text.partition(":")
-        if not host or "/" in host:
+        if not host or "/" in host or host.startswith("-"):
             raise TargetError(f"{text!r} is not HOST[:PATH], ssh://HOST[/PATH], "
                               "docker://CONTAINER[/PATH] or podman://CONTAINER[/PATH]")
         return Target(name=host, path=path or None, ssh_host=host)
@@ -69,12 +72,17 @@ def parse_target(text: str, via: str | None = None, via_tty: str | None = None) 
         if not url.hostname:
             raise TargetError(f"{text!r} names no host")
         host = f"{url.username}@{url.hostname}" if url.username else url.hostname
+        if host.startswith("-"):
+            raise TargetError(f"{text!r}: a host may not start with '-' (ssh would take it "
+                              "for an option)")
         port = ("-p", str(url.port)) if url.port else ()
         return Target(name=host, path=url_path, ssh_host=host, ssh_options=port)
     if scheme[1] in ("docker", "podman"):
         container = url.netloc
         if not container:
             raise TargetError(f"{text!r} names no container")
+        if container.startswith("-"):
+            raise TargetError(f"{text!r}: a container may not start with '-'")
         runtime = scheme[1]
         return Target(name=container, path=url_path, pipe=(runtime, "exec", "-i", container),
                       tty=(runtime, "exec", "-i", "-t", container))
@@ -91,10 +99,16 @@ def _url_path(path: str) -> str | None:
 # The script that runs there.
 
 
-def probe_script(path: str | None, claude_nvim: Sequence[str], claude: str) -> str:
+def agent_source() -> str:
+    """``far_agent.py``, the source the other side's Python runs (``python3 -c``)."""
+    return (importlib.resources.files(__package__) / "far_agent.py").read_text()
+
+
+def probe_script(path: str | None, python: str, claude: str) -> str:
     """POSIX sh that says, one ``claude-nvim-remote KEY=VALUE`` line each, what Claude needs
-    there: the directory (absolute), claude-nvim (its version, or why it does not run), the
-    Python, ``claude``. Other lines (a noisy profile) are not ours."""
+    there: the directory (absolute), a Python 3, ``claude``; then, when all is there, runs the
+    agent (its source: ``$1``) with that Python, which says ``agent=PID`` and speaks frames from
+    then on. Other lines (a noisy profile) are not ours."""
     if path in ("~", "~/"):  # where the transport starts, for SSH: home
         path = None
     elif path and path.startswith("~/"):
@@ -104,31 +118,16 @@ def probe_script(path: str | None, claude_nvim: Sequence[str], claude: str) -> s
     return f"""say() {{ printf 'claude-nvim-remote %s\\n' "$*"; }}
 {cd}
 say cwd="$(pwd)"
-if v=$({shlex.join(claude_nvim)} --version 2>&1); then say claude-nvim="$v"
-else say no-claude-nvim="$(printf %s "$v" | tail -n 1)"; fi
-for p in python3 python; do
+py=
+for p in {shlex.quote(python)} python3 python; do
   if v=$("$p" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null); then
-    say python="$p $v"; break
+    case $v in 3.*) say python="$p $v"; py=$p; break;; esac
   fi
 done
+[ -n "$py" ] || say no-python=
 if c=$(command -v {shlex.quote(claude)} 2>/dev/null); then say claude="$c"; else say no-claude=; fi
-"""
-
-
-def ssh_script(probe: str) -> str:
-    """The probe, then a private directory for Neovim's forwarded socket (``dir=``); then the
-    server's command line, read from stdin, run with ``--nvim <dir>/nvim.sock`` (its end:
-    ``exit=N``), until stdin closes: the launcher is done, or gone. Then the server is stopped
-    (SIGTERM: it removes its lock) and the directory removed."""
-    return f"""{probe}
-dir=$(umask 077 && mktemp -d "${{TMPDIR:-/tmp}}/claude-nvim.XXXXXXXX") || {{ say no-dir=; exit 1; }}
-say dir="$dir"
-if ! IFS= read -r serve; then rm -rf -- "$dir"; exit 0; fi
-( eval "$serve"' --nvim "$dir/nvim.sock"' </dev/null; say exit=$? ) &
-cat >/dev/null
-trap '' TERM
-kill -TERM 0 2>/dev/null
-rm -rf -- "$dir"
+if [ -z "$py" ] || [ -z "$c" ]; then say end=; exit 0; fi
+exec "$py" -c "$1"
 """
 
 
@@ -143,47 +142,139 @@ class Probe:
         if not line.startswith("claude-nvim-remote "):
             return False
         key, _, value = line[len("claude-nvim-remote "):].partition("=")
-        self.said[key] = value
+        self.said[key] = printable(value[:MAX_LINE])
         return True
 
     @property
     def done(self) -> bool:
-        return "claude" in self.said or "no-claude" in self.said or "missing" in self.said
+        """The probe ended: the agent runs (``agent``), or it could not."""
+        return "agent" in self.said or "end" in self.said or "missing" in self.said
 
-    def problems(self, target: Target, claude_nvim: Sequence[str], claude: str) -> list[str]:
+    def problems(self, target: Target, python: str, claude: str) -> list[str]:
         """What is missing there, each with how to get it; none when all is there."""
         said, where = self.said, target.name
         if "missing" in said:
             return [f"there is no directory {said['missing']} on {where}"]
         found: list[str] = []
-        if "no-claude-nvim" in said:
-            python = said.get("python", "")
-            version = tuple(int(n) for n in re.findall(r"\d+", python.split(" ")[-1]))[:2]
-            command = shlex.join(claude_nvim)
-            if python and version < MIN_PYTHON:
-                found.append(f"{where} has Python {version[0]}.{version[1]} ({python.split()[0]}); "
-                             "claude-nvim needs 3.11 or newer: install a newer Python there "
-                             f"(uv tool install --python 3.12 claude-nvim brings its own), then "
-                             f"claude-nvim ({INSTALL})")
-            elif not python:
-                found.append(f"{where} has no Python: install Python 3.11 or newer there, then "
-                             f"claude-nvim ({INSTALL})")
-            else:
-                found.append(f"claude-nvim is not installed on {where} (`{command} --version`: "
-                             f"{said['no-claude-nvim'] or 'failed'}): install it there with "
-                             f"{INSTALL}, or name it with --remote-command")
+        if "no-python" in said:
+            found.append(f"{where} has no Python 3 (`{python}`, python3, python): install one "
+                         f"there ({INSTALL_PYTHON}), or name it with --remote-python")
         if "no-claude" in said:
             found.append(f"`{claude}` is not on {where}'s PATH: install Claude Code there "
                          f"({INSTALL_CLAUDE}), or name it with --remote-claude")
         return found
 
-    def version_note(self) -> str | None:
-        """A note when claude-nvim there is not this version, or None."""
-        there = self.said.get("claude-nvim", "").split()
-        if len(there) >= 2 and there[-1] != __version__:
-            return (f"claude-nvim there is {there[-1]}, here {__version__}: if something does "
-                    "not work, install the same version on both sides")
-        return None
+
+def printable(text: str) -> str:
+    """What the other side said, fit for a terminal and for Neovim: control characters (a
+    terminal's escapes) become ``?``."""
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
+# The agent's frames.
+
+MAX_LINE = 4096
+"""The longest line the other side may say before the agent runs (a profile's, the probe's)."""
+MAX_PREAMBLE = 1 << 20
+"""What it may say, in all, before the agent runs."""
+HEADER = struct.Struct(">cII")
+MAX_DATA = 1 << 16
+"""The largest frame: the agent reads 64 KiB at a time."""
+MAX_CONNECTIONS = 32
+"""Connections at once from the CLIs there (each claude has one or two)."""
+FROM_THERE = (b"R", b"O", b"D", b"C")
+TO_THERE = (b"L", b"D", b"C", b"P")
+
+
+class ProtocolError(ValueError):
+    """The other side said something the agent never says: the connection ends."""
+
+
+@dataclass(frozen=True)
+class Frame:
+    kind: bytes
+    number: int
+    data: bytes
+
+
+def frame(kind: bytes, number: int, data: bytes = b"") -> bytes:
+    """One frame to the agent."""
+    assert kind in TO_THERE and len(data) <= MAX_DATA
+    return HEADER.pack(kind, number, len(data)) + data
+
+
+class Frames:
+    """The agent's frames from what the other side sends, checked: a known kind, a size within
+    bounds, connections opened before used and at most :data:`MAX_CONNECTIONS` at once, one
+    ready. Anything else raises :class:`ProtocolError`: nothing it says is ever run here."""
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+        self.open: set[int] = set()
+        self._ready = False
+
+    def feed(self, data: bytes) -> list[Frame]:
+        self._buffer += data
+        frames: list[Frame] = []
+        while len(self._buffer) >= HEADER.size:
+            kind, number, size = HEADER.unpack_from(self._buffer)
+            if kind not in FROM_THERE:
+                raise ProtocolError(f"a frame of an unknown kind ({kind!r})")
+            if size > MAX_DATA:
+                raise ProtocolError(f"a frame of {size} bytes (at most {MAX_DATA})")
+            if len(self._buffer) < HEADER.size + size:
+                break
+            payload = bytes(self._buffer[HEADER.size:HEADER.size + size])
+            del self._buffer[:HEADER.size + size]
+            frames.append(self._check(Frame(kind, number, payload)))
+        return frames
+
+    def _check(self, got: Frame) -> Frame:
+        if got.kind == b"R":
+            if self._ready:
+                raise ProtocolError("ready twice")
+            self._ready = True
+        elif not self._ready:
+            raise ProtocolError("a connection before the agent was ready")
+        elif got.kind == b"O":
+            if got.number in self.open or got.data:
+                raise ProtocolError(f"connection {got.number} opened twice")
+            if len(self.open) >= MAX_CONNECTIONS:
+                raise ProtocolError(f"more than {MAX_CONNECTIONS} connections")
+            self.open.add(got.number)
+        elif got.number not in self.open:
+            # Closed here while the agent still sent: that is fine, and dropped.
+            return Frame(b"", got.number, b"")
+        elif got.kind == b"C":
+            self.open.discard(got.number)
+        return got
+
+
+@dataclass(frozen=True)
+class Ready:
+    """What the agent says once listening: its port there, its lock and --mcp-config files."""
+
+    port: int
+    lock: str
+    mcp_config: str
+
+
+def parse_ready(data: bytes) -> Ready:
+    """The agent's ``R`` frame, strictly: a port, two absolute paths of sane length."""
+    try:
+        said = json.loads(data)
+    except ValueError as exc:
+        raise ProtocolError("its ready frame is not JSON") from exc
+    if not isinstance(said, dict) or set(said) != {"port", "lock", "mcp_config"}:
+        raise ProtocolError("its ready frame is not the agent's")
+    port, lock, config = said["port"], said["lock"], said["mcp_config"]
+    if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
+        raise ProtocolError("its port is not one")
+    for path in (lock, config):
+        if not isinstance(path, str) or not path.startswith("/") or len(path) > 1024 \
+                or any(c < " " for c in path):
+            raise ProtocolError("its files are not paths")
+    return Ready(port, lock, config)
 
 
 # The commands.
@@ -194,27 +285,42 @@ def quoted(argv: Sequence[str]) -> str:
     return shlex.join(argv)
 
 
-def serve_command(claude_nvim: Sequence[str], pairs: Sequence[tuple[str, str]],
-                  via: Mapping[str, Any], *, stdio: bool) -> list[str]:
-    """``claude-nvim serve`` there: Neovim through a forwarded socket (``--nvim`` follows) or
-    through stdin and stdout, with the path map and how Neovim runs a claude there."""
-    command = [*claude_nvim, "serve", "--remote", "--log-level", "warning"]
-    for claude_side, neovim_side in pairs:
-        command += ["--path-map", f"{claude_side}={neovim_side}"]
-    command += ["--claude-via", _json(via)]
-    return [*command, "--nvim", "-"] if stdio else command
+def reach_command(target: Target, ssh: Sequence[str], argv: Sequence[str], *,
+                  tty: bool) -> list[str]:
+    """``argv`` run there: over SSH (``--`` before the host; the remote shell gets one quoted
+    line), else through the target's command."""
+    if target.is_ssh:
+        assert target.ssh_host is not None
+        # The agent's connection: ssh finds out when the other host is gone.
+        alive = ["-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=4"]
+        return [*ssh, *target.ssh_options, *(["-t"] if tty else ["-T", *alive]), "--",
+                target.ssh_host, quoted(argv)]
+    return [*(target.tty if tty else target.pipe), *argv]
 
 
-def claude_command(via: Mapping[str, Any], env: Mapping[str, str], args: Sequence[str],
-                   user_args: Sequence[str]) -> list[str]:
-    """How Neovim's side runs ``claude`` there: ``via`` (what the server published as
-    ``claude.via``), the server's ``env`` and ``args``, then the user's. The Neovim plugin's
-    remote.lua builds the same."""
-    inner = [*via["shell"], CD_AND_RUN, "claude-nvim", via["cwd"], "env",
-             *(f"{k}={v}" for k, v in env.items()), via["claude"], *args, *user_args]
-    return [*via["command"], quoted(inner)] if via["quote"] else [*via["command"], *inner]
+def agent_command(target: Target, ssh: Sequence[str], python: str, claude: str) -> list[str]:
+    """The probe, then the agent, there."""
+    script = probe_script(target.path, python, claude)
+    shell = ["sh", "-lc"] if target.is_ssh else ["sh", "-c"]  # a login's PATH: npm's claude
+    return reach_command(target, ssh, [*shell, script, "claude-nvim", agent_source()],
+                         tty=False)
 
 
-def _json(value: Any) -> str:
-    import json
-    return json.dumps(value, separators=(",", ":"))
+CLAUDE_ENV = ("CLAUDE_CODE_SSE_PORT", "ENABLE_IDE_INTEGRATION", "FORCE_CODE_TERMINAL")
+"""What a claude there gets from here: the port there and the switches; nothing else of this
+host's environment."""
+
+
+def claude_command(target: Target, ssh: Sequence[str], claude: str, env: Mapping[str, str],
+                   args: Sequence[str]) -> list[str]:
+    """``claude`` there, in the target's directory, with the IDE's ``env`` (only
+    :data:`CLAUDE_ENV`) and ``args``, in a terminal."""
+    path = target.path or "."
+    if path in ("~", "~/"):
+        path = "."
+    elif path.startswith("~/"):
+        path = path[2:]
+    pairs = [f"{k}={env[k]}" for k in CLAUDE_ENV if k in env]
+    shell = ["sh", "-lc"] if target.is_ssh else ["sh", "-c"]
+    return reach_command(target, ssh, [*shell, CD_AND_RUN, "claude-nvim", path, "env", *pairs,
+                                       claude, *args], tty=True)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -41,14 +40,13 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             print(f"claude-nvim serve: --path-map {exc}", file=sys.stderr)
             return 2
-        via = json.loads(args.claude_via) if args.claude_via else None
         remote = args.remote or bool(paths) or address == STDIO
         if remote and (refusal := open_to_others(address)):
             return fail(refusal)
         # Tests make it short; a dead connection costs a lock that outlives it this long.
         keepalive = float(os.environ.get("CLAUDE_NVIM_KEEPALIVE") or 15)
         app = App(editor_for(address), loaded.tools, port=args.port, paths=paths, remote=remote,
-                  claude_via=via, keepalive=keepalive)
+                  keepalive=keepalive)
 
         async def serve(ready: Callable[[], None]) -> int:
             async with trio.open_nursery() as serving:

@@ -39,8 +39,9 @@ def editor_for(address: str, *, timeout: float = DEFAULT_TIMEOUT,
 def open_to_others(address: str) -> str | None:
     """Why the Neovim at ``address`` is open to other users of this host, or None.
 
-    A server for a Neovim on another host reaches it through a forwarded socket (``ssh -R``):
-    whoever can connect to that can run any command as the user, on the user's machine. So it
+    ``serve --remote`` reaches a Neovim on another host through a forwarded socket that the
+    user set up (``claude-nvim remote`` never does: its server runs beside Neovim): whoever
+    can connect to that can run any command as the user, on the user's machine. So it
     must be a socket of this user's that no one else may open, or one in such a directory. A
     TCP address is open to every process of the host; stdin and stdout are private.
     """
@@ -50,7 +51,7 @@ def open_to_others(address: str) -> str | None:
     if kind == "tcp":
         return (f"Neovim's address {address} is a TCP port, which every user of this host can "
                 "connect to (and run commands as you in Neovim): forward Neovim's socket as a "
-                "Unix socket instead (claude-nvim remote does)")
+                "Unix socket instead, or run claude-nvim beside Neovim (claude-nvim remote)")
     path = where["path"]
     try:
         info = os.lstat(path)
