@@ -266,11 +266,9 @@ class App:
         """Made known on Claude's host: the lock there has the folders in its paths; a
         ``claude`` there connects to the port there and gets its ``--mcp-config`` there."""
         # Only mapped folders: a local path outside the map is not that host's business.
-        mapped = [f for f in folders if any(f == neovim or f.startswith(neovim.rstrip("/") + "/")
-                                            for _, neovim in self.paths.pairs)]
-        there = ([self.paths.to_claude(f) for f in mapped]
-                 or [claude or "/" for claude, _ in self.paths.pairs])
-        name = lockfile.ide_name(mapped or [n for _, n in self.paths.pairs], self.lock_directory,
+        there = self.paths.folders_to_claude(folders)
+        here = [f for f in folders if self.paths.to_claude(f) is not None]
+        name = lockfile.ide_name(here or [n for _, n in self.paths.pairs], self.lock_directory,
                                  self.port)
         port, args, host = await advertise(there, self.token, name)
         self.environment["CLAUDE_CODE_SSE_PORT"] = str(port)
