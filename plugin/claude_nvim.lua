@@ -21,6 +21,10 @@ command('ClaudeNvimRename', function(o) terminal().rename(o.args) end,
   { nargs = '?', desc = 'claude-nvim: name the current Claude (no name: by its title again)' })
 command('ClaudeNvimFocus', function() terminal().focus() end,
   { desc = 'claude-nvim: to the current Claude, or from it back' })
+command('ClaudeNvimPrompt', function(o) require('claude_nvim.prompt').open(o.args) end,
+  { nargs = '?', range = true,
+    complete = function(lead) return require('claude_nvim.prompt').names(lead) end,
+    desc = 'claude-nvim: write a prompt to the current Claude in a buffer (:w sends it)' })
 command('ClaudeNvimInstall', function() plugin().install() end,
   { desc = 'claude-nvim: (re)install its Python part privately, under stdpath("data")' })
 

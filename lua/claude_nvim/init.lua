@@ -29,6 +29,7 @@ local api = vim.api
 ---@field terminal? claude_nvim.TerminalOpts
 ---@field diff? claude_nvim.DiffOpts
 ---@field remote? claude_nvim.RemoteOpts
+---@field prompts? table<string, string|false> named prompts for :ClaudeNvimPrompt
 
 local M = {}
 
@@ -46,6 +47,7 @@ local defaults = {
   notify = true,  -- say when a Claude out of sight waits for you or is done
   bell = false,   -- and ring the terminal's bell
   remote = { target = nil, args = {} },  -- Claude elsewhere: 'ssh://host/path', 'docker://c/path'
+  prompts = {},  -- :ClaudeNvimPrompt's named prompts, over its own (false: one removed)
 }
 
 --- The options in force: the defaults with setup()'s `opts` over them.
@@ -263,6 +265,12 @@ function M.add(items)
   if #list == 0 then return tell('nothing to send', 'WARN') end
   M.mention(function(mentions) mentions.add_all(list, 'files') end)
 end
+
+--- Send `text` to the current Claude as if typed into its prompt box, and submit it (a Claude
+--- starts if none runs). Its newlines stay in the prompt (a bracketed paste).
+---@param text string
+---@param opts? { submit?: boolean } submit: false leaves it in the prompt box (default true)
+function M.send(text, opts) require('claude_nvim.prompt').send(text, opts) end
 
 --- :ClaudeNvimInstall: (re)make the private install, without blocking Neovim.
 function M.install()
