@@ -49,6 +49,14 @@ vim.api.nvim_create_autocmd('User', { group = group,
 vim.api.nvim_create_autocmd({ 'FocusGained', 'FocusLost' }, { group = group,
   callback = function(ev) require('claude_nvim.claudes').focus(ev.event == 'FocusGained') end })
 
+-- "Fix with Claude" in the code actions of a file with diagnostics (opts.code_actions): its
+-- in-process language server attaches at the buffer's first diagnostics, not before.
+vim.api.nvim_create_autocmd('DiagnosticChanged', { group = group, callback = function(ev)
+  if vim.b[ev.buf].claude_nvim_code_actions or plugin().config.code_actions == false
+    or #(ev.data and ev.data.diagnostics or {}) == 0 then return end
+  require('claude_nvim.code_action').attach(ev.buf)
+end })
+
 -- The server starts once a UI is up (opts.start_server), so that Claude connects at once.
 if vim.v.vim_did_enter == 1 and #vim.api.nvim_list_uis() > 0 then
   vim.schedule(function() plugin().start_ahead() end)

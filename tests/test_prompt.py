@@ -94,3 +94,43 @@ async def test_send_starts_a_claude_and_a_named_prompt_completes(user, claude_di
                            "true)")
     await trio.sleep(0.3)
     assert len(await pastes(claude_dir)) == 1
+
+
+CODE_ACTIONS = """
+local row = ...
+local params = { textDocument = { uri = vim.uri_from_bufnr(0) }, context = { diagnostics = {} },
+  range = { start = { line = row, character = 0 }, ['end'] = { line = row, character = 0 } } }
+local answers = vim.lsp.buf_request_sync(0, 'textDocument/codeAction', params, 5000) or {}
+local titles = {}
+for _, answer in pairs(answers) do
+  for _, action in ipairs(answer.result or {}) do titles[#titles + 1] = action.title end
+end
+return titles
+"""
+
+
+async def test_fix_with_claude_is_a_code_action_on_a_diagnostic_and_sends_it(user, claude_dir):
+    await user.request("nvim_command", "ClaudeNvim")
+    await claude_listening(user)
+    await user.request("nvim_input", "<C-\\><C-n>")
+    await user.request("nvim_command", "ClaudeNvimFocus")
+    source = claude_dir / "a.lua"
+    source.write_text(SOURCE)
+    await user.request("nvim_command", f"edit {source}")
+    assert await user.exec_lua("return #vim.lsp.get_clients({ bufnr = 0 })") == 0  # lazy
+    await user.exec_lua("""
+        vim.diagnostic.set(vim.api.nvim_create_namespace('test'), 0, {{ lnum = 3, col = 9,
+          message = 'undefined a', severity = vim.diagnostic.severity.ERROR, source = 'test' }})
+    """)
+    await eventually(user, "return #vim.lsp.get_clients({ bufnr = 0, name = 'claude-nvim' }) "
+                           "== 1")
+    assert await user.exec_lua(CODE_ACTIONS, 3) == ["Fix with Claude", "Explain with Claude"]
+    assert await user.exec_lua(CODE_ACTIONS, 1) == []  # a line without diagnostics
+    await user.exec_lua("vim.api.nvim_win_set_cursor(0, { 4, 0 }); vim.lsp.buf.code_action({ "
+                        "apply = true, filter = function(a) return a.title == 'Fix with Claude' "
+                        "end })")
+    (paste,) = await pastes(claude_dir)
+    assert paste == PASTE.format("\n".join([
+        "Fix the diagnostic in a.lua at line 4:", "",
+        "- a.lua:4:10: ERROR undefined a (test)", "",
+        "a.lua:1-7:", "```lua", *SOURCE.splitlines(), "```", ""]))

@@ -30,6 +30,7 @@ local api = vim.api
 ---@field diff? claude_nvim.DiffOpts
 ---@field remote? claude_nvim.RemoteOpts
 ---@field prompts? table<string, string|false> named prompts for :ClaudeNvimPrompt
+---@field code_actions? boolean "Fix with Claude" in code actions on diagnostics (default true)
 
 local M = {}
 
@@ -48,6 +49,7 @@ local defaults = {
   bell = false,   -- and ring the terminal's bell
   remote = { target = nil, args = {} },  -- Claude elsewhere: 'ssh://host/path', 'docker://c/path'
   prompts = {},  -- :ClaudeNvimPrompt's named prompts, over its own (false: one removed)
+  code_actions = true,  -- "Fix with Claude" and "Explain with Claude" on diagnostics
 }
 
 --- The options in force: the defaults with setup()'s `opts` over them.

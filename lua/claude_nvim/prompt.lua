@@ -103,7 +103,11 @@ local function bounded(s)
   return s:sub(1, MAX_EXPANSION):gsub('[\192-\255][\128-\191]*$', '') .. '\n[cut]'
 end
 
-local function fence(lines, ft)
+--- `lines` in a Markdown code block (of language `ft`), fenced by more backticks than they hold.
+---@param lines string[]
+---@param ft? string
+---@return string
+function M.fence(lines, ft)
   local text = table.concat(lines, '\n')
   local ticks = '```'
   while text:find(ticks, 1, true) do ticks = ticks .. '`' end
@@ -114,8 +118,10 @@ local function relative(path) return vim.fn.fnamemodify(path, ':.') end
 
 local SEVERITY = { 'ERROR', 'WARN', 'INFO', 'HINT' }
 
--- Diagnostics as lines "- path:line:col: SEVERITY message (source)", the most severe first.
-local function diagnostic_lines(list)
+--- Diagnostics as lines "- path:line:col: SEVERITY message (source)", the most severe first.
+---@param list vim.Diagnostic[]
+---@return string
+function M.diagnostic_lines(list)
   table.sort(list, function(a, b)
     if a.severity ~= b.severity then return a.severity < b.severity end
     if a.bufnr ~= b.bufnr then return a.bufnr < b.bufnr end
@@ -174,7 +180,7 @@ local function enclosing(ctx, kind)
   local first, _, last, last_col = node:range()
   if last_col == 0 and last > first then last = last - 1 end
   return ('%s:%d-%d:\n%s'):format(relative(ctx.name), first + 1, last + 1,
-    fence(api.nvim_buf_get_lines(buf, first, last + 1, false), vim.bo[buf].filetype))
+    M.fence(api.nvim_buf_get_lines(buf, first, last + 1, false), vim.bo[buf].filetype))
 end
 
 local VARIABLES = {}
@@ -195,14 +201,14 @@ function VARIABLES.selection(ctx)
     lines[1] = lines[1]:sub(from[2] + 1)
   end
   local where = from[1] == to[1] and tostring(from[1]) or (from[1] .. '-' .. to[1])
-  return ('%s:%s:\n%s'):format(VARIABLES.file(ctx), where, fence(lines, vim.bo[ctx.buf].filetype))
+  return ('%s:%s:\n%s'):format(VARIABLES.file(ctx), where, M.fence(lines, vim.bo[ctx.buf].filetype))
 end
 
 function VARIABLES.diagnostics(ctx)
-  return diagnostic_lines(vim.diagnostic.get(ctx.buf))
+  return M.diagnostic_lines(vim.diagnostic.get(ctx.buf))
 end
 
-function VARIABLES.diagnostics_all() return diagnostic_lines(vim.diagnostic.get()) end
+function VARIABLES.diagnostics_all() return M.diagnostic_lines(vim.diagnostic.get()) end
 
 function VARIABLES.quickfix()
   local out = {}
