@@ -42,6 +42,7 @@ from ._nvim import lua
 from ._nvim.editor import Editor, parse_address
 from ._paths import PathMap
 from ._review import ReviewFeature
+from ._review.rewind import RewindFeature
 from ._selection import SelectionFeature
 from ._tool import JSON, ConnectionInfo, Exposure, Tool, ToolContext
 from ._wire import jsontext, websocket
@@ -79,7 +80,7 @@ def built_in(*, max_file_bytes: int, on_folders: Callable[[list[str]], None],
     hooks.listeners.append(review.on_hook)
     return [CoreFeature(max_file_bytes, on_folders), LspFeature(replies), SelectionFeature(),
             DiffsFeature(diff_registry), MentionsFeature(outboxes), CommandsFeature(),
-            BufsyncFeature(), HooksFeature(hooks), review, writes]
+            BufsyncFeature(), HooksFeature(hooks), review, RewindFeature(review), writes]
 
 
 CLAUDE_FILES: dict[str, Callable[[int, str], str]] = {

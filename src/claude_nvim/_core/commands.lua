@@ -44,6 +44,15 @@ local function review(how, nothing, fn, ...)
   mod[fn](...)
 end
 
+-- :ClaudeNvimRewind (claude_nvim.rewind), while a server runs.
+local function rewind(how, o)
+  local core, mod = package.loaded['claude_nvim.core'], package.loaded['claude_nvim.rewind']
+  if not (type(core) == 'table' and core.live_server and core.live_server() and mod) then
+    return how.tell('nothing to rewind: no claude-nvim server runs', 'WARN')
+  end
+  mod.command(o)
+end
+
 -- What :ClaudeNvimAdd adds from where the cursor is (no path given): the nodes of a file tree
 -- on lines first..last (the cursor's, or a Visual range), through each tree's own API, by
 -- filetype; each a function(buf, first, last, ranged) of the paths. Its window is the current.
@@ -234,6 +243,9 @@ local function commands(how)
       review(how, 'nothing to take back: no claude-nvim server runs', 'revert_command', o)
     end, { range = true, bang = true,
            desc = "claude-nvim: take back Claude's change here (!: the whole file)" } },
+    ClaudeNvimRewind = { function(o) rewind(how, o) end, { nargs = '?', bang = true,
+      desc = "claude-nvim: take back Claude's turns N..last (default: the last), after a "
+        .. 'preview (!: none)' } },
   }
 end
 
