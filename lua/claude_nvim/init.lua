@@ -31,6 +31,7 @@ local api = vim.api
 ---@field remote? claude_nvim.RemoteOpts
 ---@field prompts? table<string, string|false> named prompts for :ClaudeNvimPrompt
 ---@field code_actions? boolean "Fix with Claude" in code actions on diagnostics (default true)
+---@field follow? boolean|'all' follow Claude's edits in the editor window (default false)
 
 local M = {}
 
@@ -50,6 +51,7 @@ local defaults = {
   remote = { target = nil, args = {} },  -- Claude elsewhere: 'ssh://host/path', 'docker://c/path'
   prompts = {},  -- :ClaudeNvimPrompt's named prompts, over its own (false: one removed)
   code_actions = true,  -- "Fix with Claude" and "Explain with Claude" on diagnostics
+  follow = false,  -- true: show the file Claude writes as it writes it; 'all': hidden ones' too
 }
 
 --- The options in force: the defaults with setup()'s `opts` over them.
@@ -59,7 +61,8 @@ M.config = vim.deepcopy(defaults)
 -- Publish the options the server's Lua reads (it runs without this plugin too).
 local function publish()
   vim.g.claude_nvim_opts = { diff = M.config.diff, python = M.config.python,
-                             packages = M.config.packages, editor = M.config.editor }
+                             packages = M.config.packages, editor = M.config.editor,
+                             follow = M.config.follow }
 end
 
 --- Configure the plugin (lazy.nvim calls it with the spec's `opts`).

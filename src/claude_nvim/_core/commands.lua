@@ -53,6 +53,25 @@ local function rewind(how, o)
   mod.command(o)
 end
 
+-- :ClaudeNvimFollow [on | off | all]: g:claude_nvim_follow (claude_nvim.follow reads it, over
+-- opts.follow); with no argument, on and off in turn.
+local function follow(how, arg)
+  local now = vim.g.claude_nvim_follow
+  if now == nil then
+    local opts = vim.g.claude_nvim_opts
+    now = type(opts) == 'table' and opts.follow or false
+  end
+  local new = ({ on = true, off = false, all = 'all' })[arg]
+  if arg == '' then new = not now elseif new == nil then
+    return how.tell('usage: :ClaudeNvimFollow [on | off | all]', 'WARN')
+  end
+  vim.g.claude_nvim_follow = new
+  local server_side = package.loaded['claude_nvim.follow']
+  if type(server_side) == 'table' and server_side.changed then server_side.changed() end
+  how.tell(new == 'all' and "following the Claudes' edits, hidden ones' too"
+    or new and "following the edits of the Claudes in view" or "not following Claude's edits")
+end
+
 -- What :ClaudeNvimAdd adds from where the cursor is (no path given): the nodes of a file tree
 -- on lines first..last (the cursor's, or a Visual range), through each tree's own API, by
 -- filetype; each a function(buf, first, last, ranged) of the paths. Its window is the current.
@@ -243,6 +262,10 @@ local function commands(how)
       review(how, 'nothing to take back: no claude-nvim server runs', 'revert_command', o)
     end, { range = true, bang = true,
            desc = "claude-nvim: take back Claude's change here (!: the whole file)" } },
+    ClaudeNvimFollow = { function(o) follow(how, vim.trim(o.args)) end, { nargs = '?',
+      complete = function() return { 'on', 'off', 'all' } end,
+      desc = "claude-nvim: show the file Claude writes as it writes it (or stop; all: hidden "
+        .. "Claudes' too)" } },
     ClaudeNvimRewind = { function(o) rewind(how, o) end, { nargs = '?', bang = true,
       desc = "claude-nvim: take back Claude's turns N..last (default: the last), after a "
         .. 'preview (!: none)' } },
