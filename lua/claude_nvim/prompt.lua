@@ -295,8 +295,8 @@ function M.open(name)
   vim.cmd('belowright 12split')
   local win = api.nvim_get_current_win()
   api.nvim_win_set_buf(win, buf)
-  vim.wo[win].winbar = 'Prompt to Claude · :w sends it · :q throws it away · {file} {selection} '
-    .. '{line} {this} {function} {class} {diagnostics} {quickfix} …'
+  vim.wo[win].winbar = 'Prompt to Claude · :w sends it · :q throws it away · '
+    .. '{file} {selection} {line} {this} {function} ... (:help :ClaudeNvimPrompt) %<'
   local function send()
     local lines = api.nvim_buf_get_lines(buf, 0, -1, false)
     local prompt = table.concat(lines, '\n')

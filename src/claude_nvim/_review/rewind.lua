@@ -50,6 +50,9 @@ local function put_back(change)
     if now ~= (none(change.after) and '' or change.after) then return 'changed' end
     local ok, err = os.remove(path)
     if not ok then return 'failed', err end
+    -- Its buffer keeps the text (:w writes it again), as one that never had a file: no
+    -- "deleted on disk" warning over the rewind's own message.
+    if loaded then core.disk[buf] = false end
     return 'deleted'
   end
   local ok, err = write(path, change.before)
@@ -72,7 +75,9 @@ function M.apply(turn)
   end
   local parts = { ('rewound %s: %d file%s as before turn %d'):format(turn.label, done,
     done == 1 and '' or 's', turn.number) }
-  if deleted > 0 then parts[#parts + 1] = ('%d made by Claude deleted'):format(deleted) end
+  if deleted > 0 then
+    parts[#parts + 1] = ('%d made by Claude deleted (a buffer keeps its text)'):format(deleted)
+  end
   local level = 'INFO'
   if #unsaved > 0 then
     level = 'WARN'
@@ -104,6 +109,7 @@ function M.preview(turn)
   require('claude_nvim.review').show(turn)
   local tab = api.nvim_get_current_tabpage()
   vim.schedule(function()
+    pcall(vim.cmd, 'redraw')  -- the preview on screen first: the question may take it over
     local files = #turn.changes
     vim.ui.select({ 'yes', 'no' }, {
       prompt = ('Rewind %s: %d file%s back as before turn %d?'):format(turn.label, files,
