@@ -10,7 +10,7 @@ import os
 import pytest
 import trio
 
-from claude_nvim._hooks import TIMEOUT_SECONDS, TOOL
+from claude_nvim._hooks import PLAN_TIMEOUT_SECONDS, PLAN_TOOL, TIMEOUT_SECONDS, TOOL
 from claude_nvim.testing import McpError, mcp_client
 from helpers import (
     HookedClaude,
@@ -50,6 +50,10 @@ async def test_a_claude_is_given_hooks_on_its_ide_connection(app, nvim):
     assert {"UserPromptSubmit", "PreToolUse", "PostToolUse", "PermissionRequest",
             "Notification", "Stop"} <= set(events)
     hooks = [hook for groups in events.values() for group in groups for hook in group["hooks"]]
+    # A plan waits for the user (tools/claude_nvim_plan.py); every other hook answers at once.
+    plan = [h for h in hooks if h["tool"] == PLAN_TOOL]
+    assert [h["timeout"] for h in plan] == [PLAN_TIMEOUT_SECONDS]
+    hooks = [h for h in hooks if h not in plan]
     assert all(h["type"] == "mcp_tool" and h["server"] == "ide" and h["tool"] == TOOL
                and h["timeout"] == TIMEOUT_SECONDS <= 5 for h in hooks)
     assert "token" not in json.dumps(settings).lower()  # nothing secret on a command line

@@ -266,6 +266,15 @@ local function commands(how)
       complete = function() return { 'on', 'off', 'all' } end,
       desc = "claude-nvim: show the file Claude writes as it writes it (or stop; all: hidden "
         .. "Claudes' too)" } },
+    ClaudeNvimPlanApprove = { function(o)
+      local plan = package.loaded['claude_nvim.tools.claude_nvim_plan']
+      if type(plan) ~= 'table' then
+        return how.tell("no plan of Claude's waits for approval", 'WARN')
+      end
+      plan.approve(vim.trim(o.args))
+    end, { nargs = '?',
+      complete = function() return { 'default', 'acceptEdits', 'auto', 'bypassPermissions' } end,
+      desc = "claude-nvim: approve Claude's plan shown here (mode: the one it goes on in)" } },
     ClaudeNvimRewind = { function(o) rewind(how, o) end, { nargs = '?', bang = true,
       desc = "claude-nvim: take back Claude's turns N..last (default: the last), after a "
         .. 'preview (!: none)' } },

@@ -34,6 +34,11 @@ TOOL = "claude_nvim_hook"
 TIMEOUT_SECONDS = 1
 """How long claude waits for a hook: on every tool call when the server is gone (it then goes
 on, the hook failed: hooks fail open). An answer takes milliseconds."""
+PLAN_TOOL = "claude_nvim_plan"
+"""The hidden IDE tool that shows a Claude's plan in Neovim when it asks to leave plan mode
+(``tools/claude_nvim_plan.py``): its answer is the user's."""
+PLAN_TIMEOUT_SECONDS = 3600
+"""How long claude waits for the user's verdict on a plan in Neovim; then its own dialog."""
 FILE_TOOLS = "Edit|Write|MultiEdit|NotebookEdit"
 """The tools that write a file whose text the server keeps before they run (MultiEdit is
 gone from claude 2.1.331; keeping it in the matcher is harmless)."""
@@ -62,7 +67,10 @@ def claude_settings() -> JSON:
         "PreToolUse": [{"matcher": FILE_TOOLS, "hooks": [_hook(FILE_FIELDS)]}],
         # Every tool: after a permission prompt, the first tool done says claude works again.
         "PostToolUse": [{"hooks": [_hook(FILE_FIELDS)]}],
-        "PermissionRequest": [every],
+        "PermissionRequest": [every, {"matcher": "ExitPlanMode", "hooks": [{
+            "type": "mcp_tool", "server": "ide", "tool": PLAN_TOOL,
+            "timeout": PLAN_TIMEOUT_SECONDS,
+            "input": {"plan": "${tool_input.plan}", "file": "${tool_input.planFilePath}"}}]}],
         "Notification": [{"hooks": [_hook({"type": "${notification_type}"})]}],
         "Stop": [every],
         "StopFailure": [every],
