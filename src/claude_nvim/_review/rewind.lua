@@ -119,7 +119,11 @@ function M.preview(turn)
       if api.nvim_tabpage_is_valid(tab) and #api.nvim_list_tabpages() > 1 then
         pcall(vim.cmd, 'tabclose ' .. api.nvim_tabpage_get_number(tab))
       end
-      if choice == 'yes' then M.apply(turn) end
+      -- After the question's own screen is gone: no hit-enter prompt for the summary.
+      if choice == 'yes' then vim.schedule(function()
+        pcall(vim.cmd, 'redraw!')
+        M.apply(turn)
+      end) end
     end)
   end)
 end
