@@ -23,6 +23,10 @@ command('ClaudeNvimFocus', function() terminal().focus() end,
   { desc = 'claude-nvim: to the current Claude, or from it back' })
 command('ClaudeNvimResume', function(o) require('claude_nvim.sessions').resume(o.args) end,
   { nargs = '?', desc = "claude-nvim: go on with one of this project's past conversations" })
+command('ClaudeNvimPrompt', function(o) require('claude_nvim.prompt').open(o.args) end,
+  { nargs = '?', range = true,
+    complete = function(lead) return require('claude_nvim.prompt').names(lead) end,
+    desc = 'claude-nvim: write a prompt to the current Claude in a buffer (:w sends it)' })
 command('ClaudeNvimInstall', function() plugin().install() end,
   { desc = 'claude-nvim: (re)install its Python part privately, under stdpath("data")' })
 
@@ -54,6 +58,14 @@ vim.api.nvim_create_autocmd({ 'WinClosed', 'BufWinLeave', 'TabLeave' }, { group 
       vim.schedule(function() require('claude_nvim.claudes').out_of_sight() end)
     end
   end })
+
+-- "Fix with Claude" in the code actions of a file with diagnostics (opts.code_actions): its
+-- in-process language server attaches at the buffer's first diagnostics, not before.
+vim.api.nvim_create_autocmd('DiagnosticChanged', { group = group, callback = function(ev)
+  if vim.b[ev.buf].claude_nvim_code_actions or plugin().config.code_actions == false
+    or #(ev.data and ev.data.diagnostics or {}) == 0 then return end
+  require('claude_nvim.code_action').attach(ev.buf)
+end })
 
 -- The server starts once a UI is up (opts.start_server), so that Claude connects at once.
 if vim.v.vim_did_enter == 1 and #vim.api.nvim_list_uis() > 0 then

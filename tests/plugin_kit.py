@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # editor as claude's Ctrl+G does ($VISUAL split on spaces, +1 for nvim, on its terminal: what
 # came back in edited.json); "hand over PATH" opens one more connection and hands it to the
 # test listening on PATH (helpers.handed_over): the test speaks through it as this Claude;
-# "exit" ends it.
+# "exit" ends it. A bracketed paste (ESC[200~ ... ESC[201~, then the line's end) is kept whole
+# in pastes.jsonl, as it came, its submitting newline included.
 # The tab line as the screen shows it (a UI attached).
 TABLINE = """vim.cmd('redraw')
 local row = {}
@@ -63,8 +64,15 @@ def edit(text):
 lines = queue.Queue()
 kept = []
 def typed():
+    paste = None
     for line in sys.stdin:
-        if line.strip() == "exit":
+        if paste is not None or line.startswith("\x1b[200~"):
+            paste = (paste or "") + line
+            if "\x1b[201~" in paste:
+                with open(out + "/pastes.jsonl", "a") as f:
+                    f.write(json.dumps(paste) + "\\n")
+                paste = None
+        elif line.strip() == "exit":
             os._exit(0)
         elif line.startswith("hand over "):
             port = int(os.environ["CLAUDE_CODE_SSE_PORT"])

@@ -12,7 +12,14 @@ import time
 import pytest
 import trio
 
-from claude_nvim._hooks import GUARD_SECONDS, GUARDS, NOTICE_SECONDS, TOOL
+from claude_nvim._hooks import (
+    GUARD_SECONDS,
+    GUARDS,
+    NOTICE_SECONDS,
+    PLAN_TIMEOUT_SECONDS,
+    PLAN_TOOL,
+    TOOL,
+)
 from claude_nvim.testing import McpError, mcp_client
 from helpers import (
     WAIT,
@@ -56,6 +63,10 @@ async def test_a_claude_is_given_hooks_on_its_ide_connection(app, nvim):
             "Notification", "Stop"} <= set(events)
     hooks = [(event, hook) for event, groups in events.items() for group in groups
              for hook in group["hooks"]]
+    # A plan waits for the user (tools/claude_nvim_plan.py); every other hook answers at once.
+    plan = [h for _, h in hooks if h["tool"] == PLAN_TOOL]
+    assert [h["timeout"] for h in plan] == [PLAN_TIMEOUT_SECONDS]
+    hooks = [(e, h) for e, h in hooks if h["tool"] != PLAN_TOOL]
     assert all(h["type"] == "mcp_tool" and h["server"] == "ide" and h["tool"] == TOOL
                for _, h in hooks)
     # A PreToolUse that times out refuses the tool call (claude 2.1.332's Code Mode): a slow

@@ -41,6 +41,9 @@ local api = vim.api
 ---@field diff? claude_nvim.DiffOpts
 ---@field remote? claude_nvim.RemoteOpts
 ---@field claude? claude_nvim.ClaudeOpts
+---@field prompts? table<string, string|false> named prompts for :ClaudeNvimPrompt
+---@field code_actions? boolean "Fix with Claude" in code actions on diagnostics (default true)
+---@field follow? boolean|'all' follow Claude's edits in the editor window (default false)
 
 local M = {}
 
@@ -61,6 +64,9 @@ local defaults = {
   -- permission_mode: 'manual' (each edit a diff to answer), 'auto', 'acceptEdits', 'plan' ...;
   -- nil: claude's own (its settings, else auto: edits are written, :ClaudeNvimReview shows them)
   claude = { permission_mode = nil, args = {} },
+  prompts = {},  -- :ClaudeNvimPrompt's named prompts, over its own (false: one removed)
+  code_actions = true,  -- "Fix with Claude" and "Explain with Claude" on diagnostics
+  follow = false,  -- true: show the file Claude writes as it writes it; 'all': hidden ones' too
 }
 
 --- The options in force: the defaults with setup()'s `opts` over them.
@@ -70,7 +76,8 @@ M.config = vim.deepcopy(defaults)
 -- Publish the options the server's Lua reads (it runs without this plugin too).
 local function publish()
   vim.g.claude_nvim_opts = { diff = M.config.diff, python = M.config.python,
-                             packages = M.config.packages, editor = M.config.editor }
+                             packages = M.config.packages, editor = M.config.editor,
+                             follow = M.config.follow }
 end
 
 --- Configure the plugin (lazy.nvim calls it with the spec's `opts`).
@@ -279,6 +286,12 @@ function M.add(items)
   if #list == 0 then return tell('nothing to send', 'WARN') end
   M.mention(function(mentions) mentions.add_all(list, 'files') end)
 end
+
+--- Send `text` to the current Claude as if typed into its prompt box, and submit it (a Claude
+--- starts if none runs). Its newlines stay in the prompt (a bracketed paste).
+---@param text string
+---@param opts? { submit?: boolean } submit: false leaves it in the prompt box (default true)
+function M.send(text, opts) require('claude_nvim.prompt').send(text, opts) end
 
 --- :ClaudeNvimInstall: (re)make the private install, without blocking Neovim.
 function M.install()

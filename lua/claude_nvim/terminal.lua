@@ -364,6 +364,15 @@ function M.focus()
   M.open({})
 end
 
+--- Show the current Claude if it is hidden (in the Claude window of this tab, else a new one);
+--- the cursor stays where it is.
+function M.reveal()
+  if not M.running() or window_of(current) then return end
+  local here = api.nvim_get_current_win()
+  place(current.buf, claude_window())
+  if api.nvim_win_is_valid(here) then api.nvim_set_current_win(here) end
+end
+
 --- The current Claude: its number, buffer, job id (nil while its server starts) and window
 --- in this tab (nil when hidden); nil when none runs (for tests and the user's own mappings).
 function M.info()

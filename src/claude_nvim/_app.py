@@ -30,6 +30,7 @@ from ._core import CommandsFeature, CoreFeature, max_file_bytes
 from ._diffs import DiffRegistry, DiffsFeature
 from ._errors import EditorGone, EditorTimeout
 from ._feature import Feature
+from ._follow import FollowFeature
 from ._hooks import TOOL as HOOK_TOOL
 from ._hooks import Hooks, HooksFeature, settings_argument
 from ._lsp import LspFeature
@@ -42,6 +43,7 @@ from ._nvim import lua
 from ._nvim.editor import Editor, parse_address
 from ._paths import PathMap
 from ._review import ReviewFeature
+from ._review.rewind import RewindFeature
 from ._selection import SelectionFeature
 from ._tool import JSON, ConnectionInfo, Exposure, Tool, ToolContext
 from ._wire import jsontext, websocket
@@ -75,11 +77,11 @@ def built_in(*, max_file_bytes: int, on_folders: Callable[[list[str]], None],
              diff_registry: DiffRegistry, outboxes: Outboxes, replies: Replies,
              hooks: Hooks, writes: WritesFeature) -> list[Feature]:
     """The features the App runs, in order: core first (the others' Lua requires it)."""
-    review = ReviewFeature(max_file_bytes, hooks.label_of)
-    hooks.listeners.append(review.on_hook)
+    review, follow = ReviewFeature(max_file_bytes, hooks.label_of), FollowFeature(max_file_bytes)
+    hooks.listeners += [review.on_hook, follow.on_hook]
     return [CoreFeature(max_file_bytes, on_folders), LspFeature(replies), SelectionFeature(),
             DiffsFeature(diff_registry), MentionsFeature(outboxes), CommandsFeature(),
-            BufsyncFeature(), HooksFeature(hooks), review, writes]
+            BufsyncFeature(), HooksFeature(hooks), review, RewindFeature(review), follow, writes]
 
 
 CLAUDE_FILES: dict[str, Callable[[int, str], str]] = {

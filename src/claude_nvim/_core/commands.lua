@@ -44,6 +44,34 @@ local function review(how, nothing, fn, ...)
   mod[fn](...)
 end
 
+-- :ClaudeNvimRewind (claude_nvim.rewind), while a server runs.
+local function rewind(how, o)
+  local core, mod = package.loaded['claude_nvim.core'], package.loaded['claude_nvim.rewind']
+  if not (type(core) == 'table' and core.live_server and core.live_server() and mod) then
+    return how.tell('nothing to rewind: no claude-nvim server runs', 'WARN')
+  end
+  mod.command(o)
+end
+
+-- :ClaudeNvimFollow [on | off | all]: g:claude_nvim_follow (claude_nvim.follow reads it, over
+-- opts.follow); with no argument, on and off in turn.
+local function follow(how, arg)
+  local now = vim.g.claude_nvim_follow
+  if now == nil then
+    local opts = vim.g.claude_nvim_opts
+    now = type(opts) == 'table' and opts.follow or false
+  end
+  local new = ({ on = true, off = false, all = 'all' })[arg]
+  if arg == '' then new = not now elseif new == nil then
+    return how.tell('usage: :ClaudeNvimFollow [on | off | all]', 'WARN')
+  end
+  vim.g.claude_nvim_follow = new
+  local server_side = package.loaded['claude_nvim.follow']
+  if type(server_side) == 'table' and server_side.changed then server_side.changed() end
+  how.tell(new == 'all' and "following the Claudes' edits, hidden ones' too"
+    or new and "following the edits of the Claudes in view" or "not following Claude's edits")
+end
+
 -- What :ClaudeNvimAdd adds from where the cursor is (no path given): the nodes of a file tree
 -- on lines first..last (the cursor's, or a Visual range), through each tree's own API, by
 -- filetype; each a function(buf, first, last, ranged) of the paths. Its window is the current.
@@ -234,6 +262,22 @@ local function commands(how)
       review(how, 'nothing to take back: no claude-nvim server runs', 'revert_command', o)
     end, { range = true, bang = true,
            desc = "claude-nvim: take back Claude's change here (!: the whole file)" } },
+    ClaudeNvimFollow = { function(o) follow(how, vim.trim(o.args)) end, { nargs = '?',
+      complete = function() return { 'on', 'off', 'all' } end,
+      desc = "claude-nvim: show the file Claude writes as it writes it (or stop; all: hidden "
+        .. "Claudes' too)" } },
+    ClaudeNvimPlanApprove = { function(o)
+      local plan = package.loaded['claude_nvim.tools.claude_nvim_plan']
+      if type(plan) ~= 'table' then
+        return how.tell("no plan of Claude's waits for approval", 'WARN')
+      end
+      plan.approve(vim.trim(o.args))
+    end, { nargs = '?',
+      complete = function() return { 'default', 'acceptEdits', 'auto', 'bypassPermissions' } end,
+      desc = "claude-nvim: approve Claude's plan shown here (mode: the one it goes on in)" } },
+    ClaudeNvimRewind = { function(o) rewind(how, o) end, { nargs = '?', bang = true,
+      desc = "claude-nvim: take back Claude's turns N..last (default: the last), after a "
+        .. 'preview (!: none)' } },
   }
 end
 

@@ -53,6 +53,11 @@ MAX_PATH = 4096
 PUSH_SECONDS = 0.25
 """The states go to Neovim at most once in this long (the latest of each Claude): a flood of
 hooks is never a flood of messages."""
+PLAN_TOOL = "claude_nvim_plan"
+"""The hidden IDE tool that shows a Claude's plan in Neovim when it asks to leave plan mode
+(``tools/claude_nvim_plan.py``): its answer is the user's."""
+PLAN_TIMEOUT_SECONDS = 3600
+"""How long claude waits for the user's verdict on a plan in Neovim; then its own dialog."""
 FILE_TOOLS = "Edit|Write|MultiEdit|NotebookEdit"
 """The tools that write a file whose text the server keeps before they run (MultiEdit is
 gone from claude 2.1.331; keeping it in the matcher is harmless)."""
@@ -89,7 +94,10 @@ def claude_settings() -> JSON:
         "PostToolUseFailure": [{"hooks": [_hook("PostToolUseFailure", {
             "tool": "${tool_name}", "interrupt": "${is_interrupt}"})]}],
         "PermissionDenied": every("PermissionDenied"),  # auto mode refused a call: it goes on
-        "PermissionRequest": every("PermissionRequest"),
+        "PermissionRequest": [*every("PermissionRequest"), {"matcher": "ExitPlanMode", "hooks": [{
+            "type": "mcp_tool", "server": "ide", "tool": PLAN_TOOL,
+            "timeout": PLAN_TIMEOUT_SECONDS,
+            "input": {"plan": "${tool_input.plan}", "file": "${tool_input.planFilePath}"}}]}],
         "Notification": [{"hooks": [_hook("Notification", {"type": "${notification_type}"})]}],
         "Stop": every("Stop"),
         "StopFailure": every("StopFailure"),

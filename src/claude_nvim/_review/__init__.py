@@ -88,7 +88,7 @@ class ReviewFeature(Feature):
         (checked where it came in), else its real path here (:func:`disk.key`)."""
         return path if self.paths.confines else disk.key(path)
 
-    def _in_neovim(self, path: str) -> str | None:
+    def in_neovim(self, path: str) -> str | None:
         """Claude's ``path`` in Neovim, checked again (a symlink may lead out since): None when
         it is outside the map."""
         try:
@@ -100,7 +100,7 @@ class ReviewFeature(Feature):
     async def _read(self, path: str) -> tuple[bytes | None, bool]:
         """The bytes of the file at Claude's ``path`` (None: no file), and whether they could be
         read: here, where Neovim's copy is when a map says so."""
-        local = self._in_neovim(path)
+        local = self.in_neovim(path)
         if local is None:
             return None, False
         try:
@@ -178,7 +178,7 @@ class ReviewFeature(Feature):
         if editor is None or turn.number is None:
             return
         paths = {local: c for c in turn.files.values()
-                 if (local := self._in_neovim(c.path)) is not None}
+                 if (local := self.in_neovim(c.path)) is not None}
         names = list(paths)
         try:
             loaded: set[str] = set()
@@ -277,7 +277,7 @@ class ReviewFeature(Feature):
             for key, change in list(turn.files.items()):  # as far as it got
                 after, ok = await self._read(change.path)
                 self.turns.written(turn, key, after if ok else None)
-        await editor.call_lua(MODULE, "show", payload(self._label(turn), self._in_neovim))
+        await editor.call_lua(MODULE, "show", payload(self._label(turn), self.in_neovim))
 
     async def _revert(self, editor: Editor, path: str, number: int | None,
                       how: Any) -> None:
@@ -286,7 +286,7 @@ class ReviewFeature(Feature):
         turn = self.turns.get(number) if number is not None else (
             self.turns.latest_with(key) if key is not None else None)
         change = turn.files.get(key) if turn is not None and key is not None else None
-        local = self._in_neovim(change.path) if change is not None else None
+        local = self.in_neovim(change.path) if change is not None else None
         if turn is None or change is None or local is None:
             await editor.call_lua(MODULE, "revert", path, None, how)
             return

@@ -6,6 +6,7 @@
 -- one entry per hunk) and :ClaudeNvimRevert (hunks, or a whole file, back as they were).
 -- Lifecycle: setup(opts) / stop(); opts (from ReviewFeature): before, request (event names).
 local api = vim.api
+local uv = vim.uv or vim.loop
 local core = require('claude_nvim.core')
 local diffs = require('claude_nvim.diffs')
 local M = {}
