@@ -216,11 +216,15 @@ class ReviewFeature(Feature):
         if self.turns.owner_of(key) is not None:
             return  # a hook named it: that turn has its text from before
         latest = self.turns.latest_with(key)
-        if latest is not None and latest.claude is not None \
-                and latest.files[key].before == before:
-            # That change is a hooked turn's, which ended before Neovim heard so (the states
-            # reach it up to Hooks.push_seconds late): not recorded twice.
-            return
+        if latest is not None and latest.claude is not None:
+            # That change may be a hooked turn's, which ended before Neovim heard so (the
+            # states reach it up to Hooks.push_seconds late; a buffer may have followed the
+            # writes of several turns at once): then the file is as that turn left it, and
+            # the change is not recorded twice.
+            change = latest.files[key]
+            if change.before == before or (change.after is not None
+                                           and await self._read(path) == (change.after, True)):
+                return
         hooked = [t for t in self.turns.open_turns() if t.claude is not None]
         # Bash, a formatter...: the working Claude's turn (the latest to start), else a turn
         # of changes by a Claude without hooks.
