@@ -11,8 +11,9 @@
 * flood: the states of a hidden Claude alternate between waiting and done, 3,600 a second (as
   many as the hook flood of the issue made messages), sent through the server's Lua entry the
   hooks use (``claude_nvim.hooks.update``, as RPC notifications) for 5 s, the plugin loaded and
-  a UI attached: the notices the user got and Neovim's longest answer to the probe meanwhile
-  (until it has handled them all); and the same without the plugin (the server's Lua alone).
+  a UI attached: the notices the user got, Neovim's CPU time and its longest answer to the
+  probe meanwhile (until it has handled them all; the probe's own round trips count in the
+  CPU); and the same without the plugin (the server's Lua alone).
 
     .venv/bin/python benchmarks/freeze_nvim.py [--only titles,turn,flood] [--ticks N]
 
@@ -44,7 +45,7 @@ from claude_nvim.testing import mcp_client, running_app
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
-from bench import Probe  # noqa: E402
+from bench import Probe, ProcWatch  # noqa: E402
 
 from helpers import HookedClaude, published_settings  # noqa: E402
 
@@ -191,7 +192,8 @@ plugin.tell = function(...) _G.notices = _G.notices + 1; return tell(...) end
 
 async def flood(root: Path, seconds: float, rate: int, plugin: bool = True) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="freeze-nvim-") as tmp, \
-            headless_nvim(cwd=tmp, args=NVIM_ARGS) as (address, _process):
+            headless_nvim(cwd=tmp, args=NVIM_ARGS) as (address, process):
+        watch = ProcWatch(process.pid)
         async with running_app(address, lock_directory=Path(tmp) / "ide"), \
                 attached(address) as nvim, \
                 attached(address) as hooks:
@@ -201,6 +203,7 @@ async def flood(root: Path, seconds: float, rate: int, plugin: bool = True) -> l
             sent = 0
             async with probe(address) as watching:
                 await watching.start()
+                cpu = watch.cpu()
                 start = time.perf_counter()
                 while (elapsed := time.perf_counter() - start) < seconds:
                     for _ in range(int(elapsed * rate) - sent):
@@ -212,10 +215,11 @@ async def flood(root: Path, seconds: float, rate: int, plugin: bool = True) -> l
                     await trio.sleep(0.01)
                 await until(nvim, "return true")  # all it was sent, handled
                 seen = await watching.stop()
+                cpu = watch.cpu() - cpu
             notices = await nvim.exec_lua("return _G.notices or 0")
     return [f"flood   {sent:,} states in {seconds:.0f} s{'' if plugin else ', no plugin'}: "
-            f"{notices:,} notices; Neovim's longest answer {seen['max']:8.1f} ms, answers over "
-            f"50 ms {seen['over_50ms']}"]
+            f"{notices:,} notices; Neovim's CPU {cpu:5.2f} s, longest answer {seen['max']:8.1f} "
+            f"ms, answers over 50 ms {seen['over_50ms']}"]
 
 
 async def main(args: argparse.Namespace) -> None:

@@ -292,15 +292,16 @@ function M.redraw()
   vim.cmd('redrawstatus! | redrawtabline')
 end
 
+local REDRAW_MS = 50  -- a redraw of the bars costs ~1 ms with a UI: at most 20 a second
 local redraw_due = false
---- M.redraw once the events now queued are handled: a flood of changes, one redraw.
+--- M.redraw in REDRAW_MS: a flood of changes, one redraw.
 function M.redraw_soon()
   if redraw_due then return end
   redraw_due = true
-  vim.schedule(function()
+  vim.defer_fn(function()
     redraw_due = false
     M.redraw()
-  end)
+  end, REDRAW_MS)
 end
 
 -- claude changes its title without an event Neovim reports (before 0.12): the labels are
