@@ -26,6 +26,7 @@ from claude_nvim._hooks import Hooks
 from claude_nvim._lsp.replies import Replies
 from claude_nvim._mcp import McpSession
 from claude_nvim._tool import ConnectionInfo, ToolContext
+from claude_nvim._wire import frames
 
 if TYPE_CHECKING:  # imported by conftest.py: pytest must load claude_nvim.testing first
     from claude_nvim.testing import McpClient
@@ -153,11 +154,8 @@ async def raw_upgrade(port: int, token: str) -> trio.SocketStream:
 
 
 def masked_frame(opcode: int, payload: bytes) -> bytes:
-    """A final client frame (masked, as a client's must be) of less than 126 bytes."""
-    mask = b"\x01\x02\x03\x04"
-    assert len(payload) < 126
-    body = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
-    return bytes([0x80 | opcode, 0x80 | len(payload)]) + mask + body
+    """A final client frame (masked, as a client's must be)."""
+    return frames.frame(opcode, payload, mask=b"\x01\x02\x03\x04")
 
 
 # An MCP session with stand-in tools, without a socket or Neovim

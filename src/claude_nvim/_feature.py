@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from ._nvim.lua import LuaModule
 from ._paths import PathMap
+from ._wire.jsontext import JSON as JSON
 
 if TYPE_CHECKING:
     import trio
 
     from ._nvim.editor import Editor
 
-JSON = dict[str, Any]
 NotificationHandler = Callable[[list[Any]], None]
 """Called with a Neovim notification's arguments, in the editor's task: it must not block."""
 Send = Callable[[JSON], Awaitable[bool]]

@@ -14,6 +14,7 @@ from ._errors import ToolError as ToolError
 from ._paths import PathMap
 from ._schema import Checker, SchemaError, compile_checker
 from ._wire import jsontext
+from ._wire.jsontext import JSON as JSON
 
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
@@ -23,7 +24,6 @@ if TYPE_CHECKING:
     from ._lsp.replies import Replies
     from ._nvim.editor import Editor
 
-JSON = dict[str, Any]
 
 
 class Exposure(enum.Flag):

@@ -25,6 +25,7 @@ from .._feature import JSON, Feature
 from .._nvim.editor import Editor
 from .._nvim.lua import shared_module
 from .._wire import jsontext
+from .._wire.constants import FILE_TOOLS
 
 log = logging.getLogger(__name__)
 
@@ -34,9 +35,9 @@ TOOL = "claude_nvim_hook"
 TIMEOUT_SECONDS = 1
 """How long claude waits for a hook: on every tool call when the server is gone (it then goes
 on, the hook failed: hooks fail open). An answer takes milliseconds."""
-FILE_TOOLS = "Edit|Write|MultiEdit|NotebookEdit"
-"""The tools that write a file whose text the server keeps before they run (MultiEdit is
-gone from claude 2.1.331; keeping it in the matcher is harmless)."""
+FILE_MATCHER = "|".join(FILE_TOOLS)
+"""The hooks' matcher for the tools that write a file, whose text the server keeps before
+they run."""
 
 State = Literal["unknown", "working", "waiting", "done"]
 STATES: tuple[State, ...] = ("unknown", "working", "waiting", "done")
@@ -59,7 +60,7 @@ def claude_settings() -> JSON:
     every = {"hooks": [_hook({})]}
     return {"hooks": {
         "UserPromptSubmit": [{"hooks": [_hook({"prompt": "${prompt}"})]}],
-        "PreToolUse": [{"matcher": FILE_TOOLS, "hooks": [_hook(FILE_FIELDS)]}],
+        "PreToolUse": [{"matcher": FILE_MATCHER, "hooks": [_hook(FILE_FIELDS)]}],
         # Every tool: after a permission prompt, the first tool done says claude works again.
         "PostToolUse": [{"hooks": [_hook(FILE_FIELDS)]}],
         "PermissionRequest": [every],
