@@ -25,8 +25,9 @@ from claude_nvim._errors import EditorError, EditorGone, EditorTimeout
 from claude_nvim._hooks import Hooks
 from claude_nvim._lsp.replies import Replies
 from claude_nvim._mcp import McpSession
-from claude_nvim._tool import ConnectionInfo, ToolContext
+from claude_nvim._tool import ConnectionInfo
 from claude_nvim._wire import frames
+from claude_nvim.tools._context import BuiltinContext
 
 if TYPE_CHECKING:  # imported by conftest.py: pytest must load claude_nvim.testing first
     from claude_nvim.testing import McpClient
@@ -209,8 +210,9 @@ TOOLS = {
 def session() -> McpSession:
     """An MCP session serving :data:`TOOLS`, with no editor behind it."""
     def context(tool, connection):
-        return ToolContext(tool, None, DiffRegistry(), connection, logging.getLogger("t"),
-                           BigReads(), Replies(), Hooks())
+        return BuiltinContext(tool=tool, editor=None, connection=connection,
+                              log=logging.getLogger("t"), big_reads=BigReads(),
+                              diffs=DiffRegistry(), replies=Replies(), hooks=Hooks())
 
     return McpSession(ConnectionInfo(1), TOOLS, context)
 

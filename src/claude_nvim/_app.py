@@ -57,6 +57,7 @@ from ._wire.constants import (
 from ._wire.websocket import Connection, ConnectionClosed, Request
 from ._wire.workers import Workers
 from ._writes import WritesFeature
+from .tools._context import BuiltinContext
 
 log = logging.getLogger(__name__)
 
@@ -355,9 +356,10 @@ class App:
 
     def _context(self, tool: Tool, connection: ConnectionInfo) -> ToolContext:
         editor: Editor = self.editor
-        return ToolContext(tool, editor, self.diffs, connection, self._loggers[tool.name],
-                           self.big_reads, self.replies, self.hooks, self.paths,
-                           self.writes.written)
+        return BuiltinContext(tool=tool, editor=editor, connection=connection,
+                              log=self._loggers[tool.name], big_reads=self.big_reads,
+                              paths=self.paths, written=self.writes.written, diffs=self.diffs,
+                              replies=self.replies, hooks=self.hooks)
 
     async def _answer(self, ws: Connection, session: McpSession, message: str | bytes,
                       scope: trio.CancelScope) -> None:

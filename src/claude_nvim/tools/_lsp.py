@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._tool import JSON, ToolContext, ToolError, ToolResult, json_result
+from ._context import builtin
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ async def run(ctx: ToolContext, request: JSON, limits: Limits = DEFAULT_LIMITS) 
         "max_symbols": limits.max_symbols,
         "max_hover": limits.max_hover_bytes,
     }
-    value: Any = await ctx.replies.call(ctx.editor, ctx.tool.lua_module, "run",
+    value: Any = await builtin(ctx).replies.call(ctx.editor, ctx.tool.lua_module, "run",
                                         {**request, **bounds}, timeout=limits.request_timeout)
     return json_result(ordered(ctx.paths.to_claude_fields(value)))
 

@@ -8,10 +8,11 @@ from .._hooks import TOOL as NAME
 from .._hooks import HookEvent
 from .._tool import IDE, JSON, Register, Tool, ToolContext, ToolResult, text_result
 from ..hookspecs import hookimpl
+from ._context import builtin
 
 
 async def claude_nvim_hook(ctx: ToolContext, args: JSON) -> ToolResult:
-    await ctx.hooks.receive(ctx.connection.id, HookEvent.from_arguments(args))
+    await builtin(ctx).hooks.receive(ctx.connection.id, HookEvent.from_arguments(args))
     # claude reads a hook's text as its output: an empty JSON object asks for nothing (plain
     # text would be context added to the prompt, for UserPromptSubmit).
     return text_result("{}")

@@ -6,6 +6,7 @@ from .._diffs import MODULE as DIFFS
 from .._diffs import forget_and_close, split_lines
 from .._tool import IDE, JSON, Register, Tool, ToolContext, ToolError, ToolResult, text_result
 from ..hookspecs import hookimpl
+from ._context import builtin
 
 # The Neovim half is the shared diff module (claude_nvim.diffs): close_tab, closeAllDiffTabs
 # and the :ClaudeNvimDiffAccept / :ClaudeNvimDiffDeny commands use it too.
@@ -14,7 +15,8 @@ from ..hookspecs import hookimpl
 async def open_diff(ctx: ToolContext, args: JSON) -> ToolResult:
     tab_name = args["tab_name"]
     contents = args["new_file_contents"]
-    diff = ctx.diffs.open(tab_name, ctx.connection.id, contents)
+    diffs = builtin(ctx).diffs
+    diff = diffs.open(tab_name, ctx.connection.id, contents)
     diff.path = args["new_file_path"]
     try:
         refusal = await ctx.editor.call_lua(DIFFS, "open", diff.id,
@@ -30,7 +32,7 @@ async def open_diff(ctx: ToolContext, args: JSON) -> ToolResult:
         return text_result("DIFF_REJECTED", tab_name)
     finally:
         if diff.status != "accepted":  # rejected, refused, cancelled: close now
-            await forget_and_close(ctx.editor, ctx.diffs, diff)
+            await forget_and_close(ctx.editor, diffs, diff)
 
 
 TOOL = Tool(
