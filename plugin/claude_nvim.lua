@@ -33,6 +33,7 @@ dofile(root .. '/src/claude_nvim/_core/commands.lua').define({
   replace = true,  -- a server's, if one ran before this plugin was loaded
   tell = function(msg, level) plugin().tell(msg, level) end,
   mention = function(deliver) plugin().mention(deliver) end,
+  live = function(name) return plugin().live(name) end,
 })
 
 -- What the Claudes are doing (the server's hooks): the bars show it, and the user is told

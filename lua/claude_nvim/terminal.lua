@@ -71,8 +71,8 @@ end
 -- The window to go back to from a Claude: the file window the user was in last (the server's
 -- one rule, core.editor_window), else the previous window.
 local function back()
-  local core = package.loaded['claude_nvim.core']
-  local win = type(core) == 'table' and core.editor_window and core.editor_window()
+  local core = require('claude_nvim').live('core')
+  local win = core and core.editor_window()
   if win then return api.nvim_set_current_win(win) end
   vim.cmd('wincmd p')
 end

@@ -201,7 +201,7 @@ class App:
 
     async def _serve(self, task_status: trio.TaskStatus[int]) -> None:
         editor = self.editor
-        modules = [f.lua for f in self.features if f.lua is not None]
+        modules = [m for f in self.features for m in ((f.lua,) if f.lua else ()) + f.lua_parts]
         modules += [lua.LuaModule.from_string(t.lua_module, t.lua)
                     for t in self.tools.values() if t.lua]
         holder = await editor.exec_lua(lua.CLAIM_LUA, editor.channel_id, os.getpid(),

@@ -19,28 +19,22 @@ end
 
 -- The verdict on the diff shown here: `name` of claude_nvim.diffs, while a server runs.
 local function verdict(how, name)
-  local core, diffs = package.loaded['claude_nvim.core'], package.loaded['claude_nvim.diffs']
-  if not (type(core) == 'table' and core.live_server and core.live_server() and diffs) then
-    return how.tell('no pending diff here', 'WARN')
-  end
+  local diffs = how.live('diffs')
+  if not diffs then return how.tell('no pending diff here', 'WARN') end
   diffs[name]()
 end
 
 -- Accept or reject Claude's hunks on lines `o.line1`..`o.line2` of the diff shown here.
 local function hunk(how, action, o)
-  local core, diffs = package.loaded['claude_nvim.core'], package.loaded['claude_nvim.diffs']
-  if not (type(core) == 'table' and core.live_server and core.live_server() and diffs) then
-    return how.tell('no pending diff here', 'WARN')
-  end
+  local diffs = how.live('diffs')
+  if not diffs then return how.tell('no pending diff here', 'WARN') end
   diffs.hunk(action, o.line1, o.line2)
 end
 
 -- `fn` of claude_nvim.review with `...`, while a server runs; else `nothing` is told.
 local function review(how, nothing, fn, ...)
-  local core, mod = package.loaded['claude_nvim.core'], package.loaded['claude_nvim.review']
-  if not (type(core) == 'table' and core.live_server and core.live_server() and mod) then
-    return how.tell(nothing, 'WARN')
-  end
+  local mod = how.live('review')
+  if not mod then return how.tell(nothing, 'WARN') end
   mod[fn](...)
 end
 
@@ -192,8 +186,14 @@ local function complete(lead)
   return vim.list_extend(found, vim.fn.getcompletion(lead, 'file'))
 end
 
--- The commands: name -> {callback, options}. `how.tell(msg, level)` tells the user;
--- `how.mention(deliver)` calls deliver(claude_nvim.mentions) once a server can send.
+---@class claude_nvim.CommandsHow how the commands reach a server (the plugin's, or its own)
+---@field tell fun(msg: string, level?: string) tells the user
+---@field mention fun(deliver: fun(mentions: table)) deliver(claude_nvim.mentions), once it can send
+---@field live fun(name: string): table|nil the live server's module claude_nvim.<name>, or nil
+---@field replace? boolean define the commands even where they exist
+
+-- The commands: name -> {callback, options}.
+---@param how claude_nvim.CommandsHow
 local function commands(how)
   return {
     ClaudeNvimSend = { function(o)
@@ -237,8 +237,9 @@ local function commands(how)
   }
 end
 
---- Define the commands (see `commands` for `how`) that do not exist yet, or all with
---- `how.replace`; their names.
+--- Define the commands that do not exist yet, or all with `how.replace`; their names.
+---@param how claude_nvim.CommandsHow
+---@return string[]
 function M.define(how)
   local defined = {}
   for name, spec in pairs(commands(how)) do
@@ -257,7 +258,9 @@ function M.setup()
   local core = require('claude_nvim.core')
   defined = M.define({
     tell = core.tell,
-    mention = function(deliver) core.guard(deliver)(package.loaded['claude_nvim.mentions']) end,
+    mention = function(deliver) core.guard(deliver)(require('claude_nvim.mentions')) end,
+    -- A server that died without switching off leaves its commands: live_server says no.
+    live = function(name) return core.live_server() and require('claude_nvim.' .. name) or nil end,
   })
 end
 

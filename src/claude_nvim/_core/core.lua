@@ -25,7 +25,6 @@ local uv = vim.uv or vim.loop
 ---@field chan integer|nil the server's channel (setup); nil once switched off
 ---@field port integer|nil the port published to the environment (publish)
 ---@field modules string[] the modules the server installed, core first (its claim sets it)
----@field telling string|nil M.tell's long message while :echomsg reads it
 local M = { chan = nil, port = nil, modules = {} }
 
 -- ---------------------------------------------------------------------------------------------
@@ -720,48 +719,12 @@ end
 ---@return boolean sent
 function M.log(level, msg) return M.notify('claude_nvim_log', level, msg) end
 
--- `s` cut to at most `width` screen cells, '…' included; one cut, found by halving.
-local function fit(s, width)
-  if vim.fn.strdisplaywidth(s) <= width then return s end
-  local low, high = 0, math.min(vim.fn.strchars(s), width)  -- chars that fit with the '…'
-  while low < high do
-    local mid = math.ceil((low + high) / 2)
-    if vim.fn.strdisplaywidth(vim.fn.strcharpart(s, 0, mid)) <= width - 1 then
-      low = mid
-    else
-      high = mid - 1
-    end
-  end
-  return vim.fn.strcharpart(s, 0, low) .. '…'
-end
-
-local HIGHLIGHT = { WARN = 'WarningMsg', ERROR = 'ErrorMsg' }
-
---- Something the user must know (never anything else goes to their screen), as data: one line
---- (control characters, a newline in a file name, shown as ^J), never a hit-enter prompt,
---- whatever the screen. What fits the command line is shown and kept in :messages as it is.
---- A longer message: with 'shortmess' T, :echomsg shows it cut to fit and keeps it whole in
---- :messages (it reads the text from M.telling: no Ex source is made of it); else, or with
---- 'cmdheight' 0, it is cut here to what fits.
+--- Tell the user `msg` (claude_nvim.tell, the one way); when this screen has no room at all,
+--- the server's log has it.
 ---@param msg string
 ---@param level? 'INFO'|'WARN'|'ERROR'
 function M.tell(msg, level)
-  msg = vim.fn.strtrans((('claude-nvim: ' .. msg):gsub('\n', '^J')))
-  local hl = HIGHLIGHT[level] or 'Normal'
-  local room = vim.v.echospace
-  if vim.fn.strdisplaywidth(msg) <= room then
-    return api.nvim_echo({ { msg, hl } }, true, {})
-  end
-  if vim.o.cmdheight > 0 and room > 1 and vim.o.shortmess:find('T', 1, true) then
-    M.telling = msg
-    vim.cmd('echohl ' .. hl .. " | echomsg luaeval(\"require'claude_nvim.core'.telling\")"
-      .. ' | echohl None')
-    M.telling = nil
-    return
-  end
-  if room >= 2 then
-    api.nvim_echo({ { fit(msg, room - 1), hl } }, true, {})
-  else  -- no room at all on this screen: the server's log has it
+  if not require('claude_nvim.tell').tell(msg, level) then
     M.log('warn', 'not shown (no room on the screen): ' .. msg)
   end
 end
