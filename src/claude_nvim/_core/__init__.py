@@ -38,7 +38,8 @@ class CoreFeature(Feature):
     folders (``on_folders`` gets them when they change) and Lua's log lines."""
 
     lua = shared_module(__name__, "core")
-    lua_parts = (shared_module(__name__, "tell"),)
+    lua_parts = (shared_module(__name__, "tell"), shared_module(__name__, "codec"),
+                 shared_module(__name__, "reload"))
 
     def __init__(self, max_file_bytes: int, on_folders: Callable[[list[str]], None]) -> None:
         self.max_file_bytes = max_file_bytes

@@ -2,6 +2,7 @@
 -- capped in lines and bytes (tools/get_buffer_text.py).
 local api = vim.api
 local core = package.loaded['claude_nvim.core']
+local reload = package.loaded['claude_nvim.reload']
 local M = {}
 
 -- `s` cut to at most `n` bytes, not inside a UTF-8 sequence.
@@ -14,7 +15,7 @@ function M.read(candidates, req)
   if buf == nil or not api.nvim_buf_is_loaded(buf) then
     return { error = core.absolute(candidates[1]) .. ' is not open in Neovim' }
   end
-  core.refresh(buf)
+  reload.refresh(buf)
   local path = api.nvim_buf_get_name(buf)
   local count = api.nvim_buf_line_count(buf)
   local first = req.startLine or 0

@@ -3,6 +3,7 @@
 -- (tools/get_diagnostics.py).
 local api = vim.api
 local core = package.loaded['claude_nvim.core']
+local reload = package.loaded['claude_nvim.reload']
 local M = {}
 local SEVERITY = { 'Error', 'Warning', 'Information', 'Hint' }
 
@@ -62,7 +63,7 @@ end
 
 function M.for_file(uri, candidates)
   local buf = core.find_buffer(candidates)
-  if buf ~= nil then core.refresh(buf) end
+  if buf ~= nil then reload.refresh(buf) end
   return file_json(uri, buf or 0, buf and vim.diagnostic.get(buf) or {})
 end
 
