@@ -4,6 +4,7 @@
 -- waits for the doctor.
 local M = {}
 
+--- :checkhealth claude_nvim.
 function M.check()
   local health = vim.health
   local plugin = require('claude_nvim')

@@ -219,6 +219,8 @@ end
 
 --- Stop the server this plugin started, then `done()` (at once when none runs); false, and
 --- nothing done, when the live server is not the plugin's.
+---@param done fun()
+---@return boolean
 function M.stop_server(done)
   if serving == nil then
     if server() then return false end
@@ -250,6 +252,7 @@ end
 
 --- Send files to Claude, as :ClaudeNvimAdd does (pickers' actions use it: claude_nvim.pickers):
 --- `items` = paths, or { path = ..., line = n, end_line = m } (lines 1-based, optional).
+---@param items (string|{path: string, line?: integer, end_line?: integer})[]
 function M.add(items)
   local list = {}
   for _, item in ipairs(items) do

@@ -285,7 +285,8 @@ function flush()
   run()
 end
 
--- Start following every loaded file buffer, and those loaded later. `opts`: nothing yet.
+--- Start following every loaded file buffer, and those loaded later. `opts`: nothing yet.
+---@param opts table
 function M.setup(opts)  -- luacheck: ignore opts
   M.stop()
   timer, later = uv.new_timer(), uv.new_timer()
@@ -332,6 +333,7 @@ function M.setup(opts)  -- luacheck: ignore opts
   for _, buf in ipairs(api.nvim_list_bufs()) do track(buf) end
 end
 
+--- Stop following the buffers: every watcher and timer closed.
 function M.stop()
   pcall(api.nvim_del_augroup_by_name, GROUP)
   for buf, tracked in pairs(watched) do

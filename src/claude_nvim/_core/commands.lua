@@ -254,6 +254,7 @@ end
 -- The server's: the commands it defined (a stopping server leaves a plugin's alone).
 local defined = {}
 
+--- The server's: define the commands no Neovim plugin has defined.
 function M.setup()
   local core = require('claude_nvim.core')
   defined = M.define({
@@ -264,6 +265,7 @@ function M.setup()
   })
 end
 
+--- Delete the commands the server defined (a plugin's stay).
 function M.stop()
   -- A Neovim plugin loaded since has defined them its own way: they stay.
   if not vim.g.loaded_claude_nvim_plugin then
