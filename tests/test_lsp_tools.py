@@ -17,7 +17,7 @@ import trio
 
 from claude_nvim._nvim.headless import headless_nvim
 from claude_nvim.testing import model_client_of
-from claude_nvim.tools import _lsp as lsp
+from claude_nvim.tools import _lsp_tools as lsp
 from claude_nvim.tools import lsp_document_symbols, lsp_hover, lsp_references
 from helpers import call, edit, error
 

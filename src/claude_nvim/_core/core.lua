@@ -375,7 +375,8 @@ end
 
 --- Start core for the server on channel `opts.chan`: the records of what Neovim last saw of
 --- each file and of the user's editor windows, and the workspace folders' changes.
---- `opts.max_file_bytes`: the limit of M.unloadable; `opts.editor_script`: editor.lua's path.
+--- `opts.max_file_bytes`: the limit of M.unloadable; `opts.editor_script`: the path of
+--- claude_editor.lua.
 ---@param opts {chan: integer, max_file_bytes?: integer, editor_script?: string}
 function M.setup(opts)
   M.chan = opts.chan
@@ -449,7 +450,7 @@ function M.publish(port, remote)
 end
 
 --- The command claude runs as its editor (Ctrl+G, plans, memory: $VISUAL and $EDITOR): this
---- Neovim's nvim running editor.lua, which opens the file here (see that file); nil when
+--- Neovim's nvim running claude_editor.lua, which opens the file here (see that file); nil when
 --- vim.g.claude_nvim_opts.editor is false. claude splits the command on spaces, with no shell:
 --- a path with a space is reached through a symlink in a private directory without one.
 ---@return string|nil
@@ -473,7 +474,7 @@ function M.editor_command()
   end
   if progpath == '' then return nil end
   local nvim = spaceless(progpath, 'nvim')
-  local script = spaceless(M.editor_script, 'editor.lua')
+  local script = spaceless(M.editor_script, 'claude_editor.lua')
   return nvim and script and (nvim .. ' -l ' .. script) or nil
 end
 

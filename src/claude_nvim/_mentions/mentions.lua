@@ -1,5 +1,5 @@
 -- claude_nvim.mentions: @-mentions to Claude, made by :ClaudeNvimSend and :ClaudeNvimAdd
--- (claude_nvim.commands); the server sends each to one Claude (the one whose terminal the user
+-- (claude_nvim.user_commands); the server sends each to one Claude (the one whose terminal the user
 -- was in last). Lifecycle: setup(opts) / stop(); opts (from MentionsFeature, beside it): event.
 local api = vim.api
 local core = require('claude_nvim.core')

@@ -1,4 +1,4 @@
--- claude_nvim.commands: the user commands a server offers, defined here once for both ways of
+-- claude_nvim.user_commands: the user commands a server offers, defined here once for both ways of
 -- running claude-nvim. The server installs this module and, at setup, defines those no Neovim
 -- plugin has; the Neovim plugin (plugin/claude_nvim.lua) reads this file at start-up, before
 -- any server runs, and defines them with its own way to reach one (starting it, and Claude).
