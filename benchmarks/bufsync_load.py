@@ -1,11 +1,11 @@
 """What buffers that follow their files cost Neovim under load (issue 18).
 
-    .venv/bin/python benchmarks/bufsync_load.py [--only log,big,checkout,tell]
+    .venv/bin/python -m benchmarks.bufsync_load [--only log,big,checkout,tell]
 
 Each case gets a fresh headless Neovim (``--clean``, default 'undolevels' and 'undoreload') and
 ``claude-nvim serve --nvim <socket>`` as a separate process (put another checkout's ``src``
 first on ``PYTHONPATH`` to measure it: the server installs its own Lua). While a case runs,
-bench.py's freeze probe (its own process) sends ``nvim_eval("1")`` every millisecond: its
+The freeze probe (probe.py, its own process) sends ``nvim_eval("1")`` every millisecond: its
 longest round trip is the longest a keystroke waited. Memory is Neovim's RSS
 (``/proc/<pid>/status``) at the end minus before; "busy" is Neovim's CPU time over the case.
 
@@ -34,22 +34,18 @@ from typing import Any
 
 import trio
 
-from claude_nvim._nvim import editor_for
-from claude_nvim._nvim.editor import Editor
-from claude_nvim._nvim.headless import headless_nvim
-
-sys.path.insert(0, str(Path(__file__).parent))
-from bench import (
+from benchmarks.harness import (
     LOAD_BUFFERS_LUA,
-    Probe,
+    NVIM_ARGS,
     ProcWatch,
     server_command,
     stop_server,
     wait_for_lock,
 )
-
-NVIM_ARGS = ("--clean", "--cmd", "let g:loaded_python3_provider = 0")
-BENCH = Path(__file__).parent / "bench.py"
+from benchmarks.probe import Probe, probe_command
+from claude_nvim._nvim import editor_for
+from claude_nvim._nvim.editor import Editor
+from claude_nvim._nvim.headless import headless_nvim
 
 
 @dataclass
@@ -80,7 +76,7 @@ async def case(workdir: Path) -> AsyncIterator[Case]:
             try:
                 await wait_for_lock(config, server, log)
                 probe = Probe(await trio.lowlevel.open_process(
-                    [sys.executable, str(BENCH), "--probe", address, "--probe-gap-ms", "1"],
+                    probe_command(address, 1),
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE))
                 try:
                     yield Case(workdir, nvim, ProcWatch(process.pid), probe)

@@ -1,6 +1,6 @@
 """How long the server takes to read one incoming message (``mcp.read_message``), in µs.
 
-    .venv/bin/python benchmarks/decode.py
+    .venv/bin/python -m benchmarks.decode
 
 Compare with plain ``jsontext.loads`` (orjson): ordinary messages must cost the same; only a
 message with a float id (an integer past 64 bits, as orjson reads it) is read again, exactly.

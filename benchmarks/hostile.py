@@ -1,8 +1,8 @@
 """What a hostile or buggy client costs the server (issue 11): time frozen and memory grown.
 
-    .venv/bin/python benchmarks/hostile.py [--only pipeline,pongs,tiny,fragments,idle,slow,relay]
+    .venv/bin/python -m benchmarks.hostile [--only pipeline,pongs,tiny,fragments,idle,slow,relay]
 
-Each scenario runs against a fresh ``claude-nvim serve`` process (as bench.py starts it) on a
+Each scenario runs against a fresh ``claude-nvim serve`` process (as the harness starts it) on a
 fresh headless Neovim, over loopback:
 
 * **pipeline**: one client with the token sends ``--calls`` getWorkspaceFolders calls in one
@@ -49,10 +49,8 @@ from typing import Any
 
 import trio
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench import ProcWatch, server_command, wait_for_lock
-from wsclient import CONTINUATION, PING, TEXT, WebSocket, connect, frame
-
+from benchmarks.harness import ProcWatch, server_command, wait_for_lock
+from benchmarks.wsclient import CONTINUATION, PING, TEXT, WebSocket, connect, frame
 from claude_nvim._nvim import editor_for
 from claude_nvim._nvim.headless import headless_nvim
 

@@ -1,6 +1,6 @@
 """How long a hostile file freezes Neovim, and how much memory it costs it (issue 11).
 
-    .venv/bin/python benchmarks/hostile_files.py [--size-mb 200] [--fifo-cap 10]
+    .venv/bin/python -m benchmarks.hostile_files [--size-mb 200] [--fifo-cap 10]
 
 Each case gets a fresh headless Neovim (``--clean``) and an in-process claude-nvim server, and
 makes one tool call naming a FIFO or a big file (``--size-mb``, over the default 50 MB limit).

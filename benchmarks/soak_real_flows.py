@@ -1,6 +1,6 @@
 """A soak of the real flows: Neovim's memory and longest freeze, minute by minute (issue 18).
 
-    .venv/bin/python benchmarks/soak_real_flows.py [--seconds 600] [--claudes 3]
+    .venv/bin/python -m benchmarks.soak_real_flows [--seconds 600] [--claudes 3]
 
 A headless Neovim with a UI attached (80x24) holds 1,000 loaded 300-line files of a git
 repository and a log file shown in a window; ``claude-nvim serve`` runs as its own process
@@ -15,7 +15,7 @@ repository and a log file shown in a window; ``claude-nvim serve`` runs as its o
 * every ``--checkout-every`` seconds, ``git checkout -f`` switches the 1,000 files between two
   branches under the loaded buffers.
 
-bench.py's freeze probe (its own process) sends ``nvim_eval("1")`` every 2 ms throughout. Each
+The freeze probe (probe.py, its own process) sends ``nvim_eval("1")`` every 2 ms throughout. Each
 ``--report-every`` seconds (a minute) one line: Neovim's and the server's RSS, the longest
 freeze in that period and how many round trips took over 50 ms, and what the flows did. At the
 end: whether every buffer shows its file.
@@ -36,27 +36,21 @@ from pathlib import Path
 
 import trio
 
+from benchmarks.client import Client, connect, tool_text
+from benchmarks.harness import (
+    LOAD_BUFFERS_LUA,
+    NVIM_ARGS,
+    ProcWatch,
+    server_command,
+    stop_server,
+    wait_for_lock,
+)
+from benchmarks.probe import Probe, probe_command
+from benchmarks.workspace import ACCEPT_LUA, DIFF_VISIBLE_LUA
 from claude_nvim._nvim import editor_for
 from claude_nvim._nvim.editor import Editor
 from claude_nvim._nvim.headless import headless_nvim
 
-sys.path.insert(0, str(Path(__file__).parent))
-from bench import (
-    ACCEPT_LUA,
-    DIFF_VISIBLE_LUA,
-    LOAD_BUFFERS_LUA,
-    Client,
-    Probe,
-    ProcWatch,
-    connect,
-    server_command,
-    stop_server,
-    tool_text,
-    wait_for_lock,
-)
-
-NVIM_ARGS = ("--clean", "--cmd", "let g:loaded_python3_provider = 0")
-BENCH = Path(__file__).parent / "bench.py"
 FILES, LINES = 1000, 300
 
 
@@ -216,7 +210,7 @@ async def run(args: argparse.Namespace) -> int:
                 try:
                     port, token = await wait_for_lock(config, server, server_log)
                     probe = Probe(await trio.lowlevel.open_process(
-                        [sys.executable, str(BENCH), "--probe", address, "--probe-gap-ms", "2"],
+                        probe_command(address, 2),
                         stdin=subprocess.PIPE, stdout=subprocess.PIPE))
                     try:
                         return await soak(args, nvim, paths, bufs, log, repo, port, token,

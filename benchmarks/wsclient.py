@@ -17,10 +17,11 @@ from collections.abc import AsyncIterator, Iterable
 
 import trio
 
+from claude_nvim._wire import frames
+from claude_nvim._wire.frames import BINARY, CLOSE, CONTINUATION, PING, PONG, TEXT
+
 GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-CONTINUATION, TEXT, BINARY, CLOSE, PING, PONG = 0, 1, 2, 8, 9, 10
 RECEIVE_BYTES = 1 << 18
-_XOR = [bytes(byte ^ key for byte in range(256)) for key in range(256)]
 
 
 class Closed(Exception):
@@ -33,19 +34,8 @@ class Closed(Exception):
 
 
 def frame(opcode: int, payload: bytes) -> bytes:
-    """One final, masked client frame."""
-    n = len(payload)
-    if n < 126:
-        header = bytes((0x80 | opcode, 0x80 | n))
-    elif n < 1 << 16:
-        header = bytes((0x80 | opcode, 0xFE)) + n.to_bytes(2, "big")
-    else:
-        header = bytes((0x80 | opcode, 0xFF)) + n.to_bytes(8, "big")
-    mask = os.urandom(4)
-    masked = bytearray(payload)
-    for i in range(4):  # XOR by strided byte translation: at memory speed
-        masked[i::4] = masked[i::4].translate(_XOR[mask[i]])
-    return header + mask + masked
+    """One final client frame, masked with a fresh key as a client's must be."""
+    return frames.frame(opcode, payload, mask=os.urandom(4))
 
 
 class WebSocket:

@@ -25,6 +25,7 @@ from claude_nvim._app import App
 from claude_nvim._nvim import editor_for
 from claude_nvim._nvim.headless import headless_nvim
 from claude_nvim._plugins import load_tools
+from claude_nvim._wire import frames
 from claude_nvim.testing import mcp_client
 
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "corpus"
@@ -80,16 +81,7 @@ def message(rng: random.Random) -> str:
 
 
 def frame(opcode: int, payload: bytes, fin: bool = True, length: int | None = None) -> bytes:
-    mask = bytes(random.randrange(256) for _ in range(4))
-    n = len(payload) if length is None else length
-    head = bytes([(0x80 if fin else 0) | opcode])
-    if n < 126:
-        head += bytes([0x80 | n])
-    elif n < 2**16:
-        head += bytes([0x80 | 126]) + n.to_bytes(2, "big")
-    else:
-        head += bytes([0x80 | 127]) + n.to_bytes(8, "big")
-    return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+    return frames.frame(opcode, payload, mask=random.randbytes(4), fin=fin, length=length)
 
 
 def bad_frames(rng: random.Random) -> list[bytes]:

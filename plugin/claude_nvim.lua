@@ -35,10 +35,11 @@ command('ClaudeNvimInstall', function() plugin().install() end,
 -- :ClaudeNvimRevert) are defined once, in the server's Lua in this checkout; here with the
 -- plugin's way to reach a server: start one (and Claude) when none runs.
 local root = vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':p:h:h')
-dofile(root .. '/src/claude_nvim/_core/commands.lua').define({
+dofile(root .. '/src/claude_nvim/_core/user_commands.lua').define({
   replace = true,  -- a server's, if one ran before this plugin was loaded
   tell = function(msg, level) plugin().tell(msg, level) end,
   mention = function(deliver) plugin().mention(deliver) end,
+  live = function(name) return plugin().live(name) end,
 })
 
 -- What the Claudes are doing (the server's hooks): the bars show it, and the user is told

@@ -26,7 +26,9 @@ from claude_nvim._errors import EditorError, EditorGone, EditorTimeout
 from claude_nvim._hooks import Hooks
 from claude_nvim._lsp.replies import Replies
 from claude_nvim._mcp import McpSession
-from claude_nvim._tool import ConnectionInfo, ToolContext
+from claude_nvim._tool import ConnectionInfo
+from claude_nvim._wire import frames
+from claude_nvim.tools._context import BuiltinContext
 
 if TYPE_CHECKING:  # imported by conftest.py: pytest must load claude_nvim.testing first
     from claude_nvim.testing import McpClient
@@ -208,11 +210,8 @@ async def raw_upgrade(port: int, token: str) -> trio.SocketStream:
 
 
 def masked_frame(opcode: int, payload: bytes) -> bytes:
-    """A final client frame (masked, as a client's must be) of less than 126 bytes."""
-    mask = b"\x01\x02\x03\x04"
-    assert len(payload) < 126
-    body = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
-    return bytes([0x80 | opcode, 0x80 | len(payload)]) + mask + body
+    """A final client frame (masked, as a client's must be)."""
+    return frames.frame(opcode, payload, mask=b"\x01\x02\x03\x04")
 
 
 # An MCP session with stand-in tools, without a socket or Neovim
@@ -266,8 +265,9 @@ TOOLS = {
 def session() -> McpSession:
     """An MCP session serving :data:`TOOLS`, with no editor behind it."""
     def context(tool, connection):
-        return ToolContext(tool, None, DiffRegistry(), connection, logging.getLogger("t"),
-                           BigReads(), Replies(), Hooks())
+        return BuiltinContext(tool=tool, editor=None, connection=connection,
+                              log=logging.getLogger("t"), big_reads=BigReads(),
+                              diffs=DiffRegistry(), replies=Replies(), hooks=Hooks())
 
     return McpSession(ConnectionInfo(1), TOOLS, context)
 

@@ -15,10 +15,10 @@ PACKAGE = Path(claude_nvim.__file__).parent
 LAYERS: list[tuple[str, set[str], bool]] = [
     ("foundations", {"_errors", "_paths", "_schema", "_big_reads", "_socket_io"}, False),
     ("the transports: Neovim's RPC, the CLI's WebSocket", {"_nvim", "_wire"}, True),
+    ("the tool API", {"_tool", "hookspecs", "_plugins"}, False),
     ("what a feature is", {"_feature"}, False),
     ("the features", {"_core", "_selection", "_diffs", "_mentions", "_bufsync", "_lsp",
                       "_hooks", "_review", "_writes", "_follow"}, True),
-    ("the tool API", {"_tool", "hookspecs", "_plugins"}, False),
     ("the built-in tools", {"tools"}, False),
     ("the server", {"_mcp", "_lockfile", "_app"}, False),
     ("entry points", {"_commands", "_cli", "testing", "__main__"}, False),

@@ -19,7 +19,7 @@ from claude_nvim._nvim.headless import headless_nvim
 from claude_nvim._paths import PathMap
 from claude_nvim._wire.constants import MODEL_PATH
 from claude_nvim.testing import mcp_client, model_client_of, running_app
-from claude_nvim.tools import _lsp as lsp
+from claude_nvim.tools import _lsp_tools as lsp
 from claude_nvim.tools import lsp_document_symbols, lsp_hover, lsp_references
 from helpers import WAIT, call, edit, error
 

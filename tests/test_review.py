@@ -426,3 +426,33 @@ async def test_a_claude_elsewhere_has_its_turn_reviewed_in_neovims_paths(claude_
     await ui.request("nvim_command", "ClaudeNvimRevert")
     await eventually(ui, "return vim.api.nvim_buf_get_lines(..., 1, 2, false)[1] == 'two'", buf)
     assert (here / "a.py").read_text() == "one\ntwo\nthree\n"
+
+
+@pytest.mark.parametrize(("edit_command", "before", "after", "lines_before", "lines_after"), [
+    # A DOS file ending in CTRL-Z: Neovim drops that last "line" ('endoffile').
+    ("edit", b"1\r\n2\r\n3\r\n\x1a", b"1\r\ntwo\r\n3\r\n\x1a", ["1", "2", "3"],
+     ["1", "two", "3"]),
+    # Mac line endings: a CR ends a line, a LF is a character of it (shown as a CR).
+    ("edit ++ff=mac", b"1\r2\n2\r3\r", b"1\rtwo\n2\r3\r", ["1", "2\r2", "3"],
+     ["1", "two\r2", "3"]),
+    # A 'binary' buffer: the bytes as they are, a BOM and CRs included.
+    ("edit ++bin", b"\xef\xbb\xbf1\r\n2\r\n3\r\n", b"\xef\xbb\xbf1\r\ntwo\r\n3\r\n",
+     ["\ufeff1\r", "2\r", "3\r"], ["\ufeff1\r", "two\r", "3\r"]),
+], ids=["dos-ctrl-z", "mac", "binary"])
+async def test_the_review_reads_a_file_as_the_reload_does(
+        app, client, ui, tmp_path, edit_command, before, after, lines_before, lines_after):
+    # One decoder of a file's bytes (claude_nvim.codec) for the reload and the review: the
+    # review shows the one line that changed, and the text before as the buffer had it.
+    path = tmp_path / "f.txt"
+    path.write_bytes(before)
+    buf = await ui.exec_lua("vim.cmd(... .. ' ' .. vim.fn.fnameescape(select(2, ...))); "
+                            "return vim.api.nvim_get_current_buf()", edit_command, str(path))
+    await wait_lines(ui, buf, lines_before)
+    await eventually(ui, "return (vim.g.claude_nvim_server.claudes or {})[1] ~= nil")
+    path.write_bytes(after)
+    await wait_lines(ui, buf, lines_after)
+    shown = await review(ui)
+    assert [(i["file"], i["lnum"]) for i in shown["items"]] == [(str(path), 2)]
+    old, now = shown["wins"]
+    assert old["before"] and old["lines"] == lines_before
+    assert now["lines"] == lines_after

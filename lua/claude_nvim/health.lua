@@ -42,6 +42,7 @@ function M.permission_mode()
   return 'auto', "claude's default"
 end
 
+--- :checkhealth claude_nvim.
 function M.check()
   local health = vim.health
   local plugin = require('claude_nvim')

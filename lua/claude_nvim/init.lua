@@ -87,24 +87,13 @@ function M.setup(opts)
   publish()
 end
 
---- Tell the user `msg` (level: 'INFO', 'WARN', 'ERROR'). Never a hit-enter prompt, which would
---- hold Neovim (RPC calls too): a message on screen is overwritten, not pushed up (:redraw),
---- and this one takes one line, cut in the middle to fit if need be (:messages keeps it whole,
---- where 'shortmess' has T and the command line has a line).
----@param msg string
----@param level? 'INFO'|'WARN'|'ERROR'
-function M.tell(msg, level)
-  msg = 'claude-nvim: ' .. msg
-  local hl = ({ WARN = 'WarningMsg', ERROR = 'ErrorMsg' })[level] or 'None'
-  if vim.o.cmdheight == 0 or not vim.o.shortmess:find('T', 1, true) then
-    local room = math.max(vim.v.echospace - 1, 1)
-    while vim.fn.strdisplaywidth(msg) > room do
-      msg = vim.fn.strcharpart(msg, 0, vim.fn.strchars(msg) - 2) .. '…'
-    end
-  end
-  vim.cmd('redraw')
-  vim.cmd('echohl ' .. hl .. ' | echomsg ' .. vim.fn.string(msg) .. ' | echohl None')
-end
+-- The server's half of this checkout: the plugin reads its files before any server runs.
+local SERVER_LUA = vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':p:h:h:h')
+  .. '/src/claude_nvim/'
+
+--- Tell the user `msg`: claude_nvim.tell, the one way (the server's Lua tells the same way).
+---@type fun(msg: string, level?: 'INFO'|'WARN'|'ERROR'): boolean
+M.tell = dofile(SERVER_LUA .. '_core/tell.lua').tell
 local tell = M.tell
 
 --- The directory of the private install (a venv): stdpath('data')/claude-nvim/venv.
@@ -133,6 +122,17 @@ function M.server()
   local core = package.loaded['claude_nvim.core']
   return type(core) == 'table' and core.live_server and core.live_server() or nil
 end
+
+--- The live server's Lua module claude_nvim.<name> ('core', 'diffs', 'review', 'mentions',
+--- ...), or nil while no server of this Neovim is live: the one way the plugin reaches the
+--- server's half (whose modules outlive a server that died without switching them off).
+---@param name string
+---@return table|nil
+function M.live(name)
+  if not M.server() then return nil end
+  local mod = package.loaded['claude_nvim.' .. name]
+  return type(mod) == 'table' and mod or nil
+end
 local server = M.server
 
 local function ready_server()
@@ -151,11 +151,11 @@ function M.status()
   local text = count > 1 and ('Claude ×' .. count) or 'Claude'
   local states = require('claude_nvim.claudes').states(info.claudes, count)
   if states then text = text .. ' · ' .. states end
-  local diffs = package.loaded['claude_nvim.diffs']
-  local pending = type(diffs) == 'table' and diffs.pending and diffs.pending() or 0
+  local diffs = M.live('diffs')
+  local pending = diffs and diffs.pending and diffs.pending() or 0
   if pending > 0 then text = text .. ' · ' .. pending .. (pending > 1 and ' diffs' or ' diff') end
-  local review = package.loaded['claude_nvim.review']
-  local files = type(review) == 'table' and review.to_review and review.to_review() or 0
+  local review = M.live('review')
+  local files = review and review.to_review and review.to_review() or 0
   if files > 0 then text = text .. ' · ' .. files .. (files > 1 and ' files' or ' file')
     .. ' to review' end
   return text
@@ -242,6 +242,8 @@ end
 
 --- Stop the server this plugin started, then `done()` (at once when none runs); false, and
 --- nothing done, when the live server is not the plugin's.
+---@param done fun()
+---@return boolean
 function M.stop_server(done)
   if serving == nil then
     if server() then return false end
@@ -267,12 +269,13 @@ function M.mention(deliver)
   if (info == nil or (tonumber(info.clients) or 0) == 0) and not terminal.running() then
     terminal.open({})
   end
-  M.when_ready(function() deliver(package.loaded['claude_nvim.mentions']) end,
+  M.when_ready(function() deliver(M.live('mentions')) end,
     function(why) tell('nothing sent: ' .. why, 'WARN') end)
 end
 
 --- Send files to Claude, as :ClaudeNvimAdd does (pickers' actions use it: claude_nvim.pickers):
 --- `items` = paths, or { path = ..., line = n, end_line = m } (lines 1-based, optional).
+---@param items (string|{path: string, line?: integer, end_line?: integer})[]
 function M.add(items)
   local list = {}
   for _, item in ipairs(items) do

@@ -10,6 +10,7 @@ local VERSION = 'import sys; print("%d.%d.%d" % sys.version_info[:3]); '
   .. 'sys.exit(sys.version_info < (3, 11))'
 
 --- The venv of the private install.
+---@return string
 function M.venv() return vim.fn.stdpath('data') .. '/claude-nvim/venv' end
 
 -- Calls `done(path)` with the first Python of 3.11 or newer (`python` if given, and it must
@@ -54,6 +55,10 @@ end
 --- each step's line as it starts, the last one saying what was installed; `on_done(ok, why)`
 --- the outcome (why: what went wrong). Both run on Neovim's main loop. Returns a function that
 --- stops the install.
+---@param opts claude_nvim.Config
+---@param on_step fun(line: string)
+---@param on_done fun(ok: boolean, why?: string)
+---@return fun() stop
 function M.install(opts, on_step, on_done)
   local process, stopped
   find_python(opts.python, function(python, advice)
@@ -91,6 +96,10 @@ end
 --- The same, in a coroutine that someone resumes now and then (lazy.nvim's build runner): it
 --- yields each step's line once and nothing while a step runs. `aborted` is what a resume
 --- passes to stop it (lazy.nvim's "abort"). Returns true, or false and why.
+---@param opts claude_nvim.Config
+---@param aborted any
+---@return boolean ok
+---@return string? why
 function M.install_yielding(opts, aborted)
   local steps, outcome = {}, nil
   local stop = M.install(opts, function(line) steps[#steps + 1] = line end,
@@ -110,6 +119,7 @@ end
 local running = false
 
 --- :ClaudeNvimInstall: install in the background; each step and the outcome as notifications.
+---@param opts claude_nvim.Config
 function M.start(opts)
   if running then return vim.notify('claude-nvim: the install runs already') end
   running = true

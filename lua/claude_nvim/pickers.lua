@@ -12,6 +12,7 @@ end
 
 --- telescope.nvim: an action, `function(prompt_bufnr)`: its multi-selection, else the entry
 --- under the cursor.
+---@param prompt_bufnr integer
 function M.telescope(prompt_bufnr)
   local state = require('telescope.actions.state')
   local entries = state.get_current_picker(prompt_bufnr):get_multi_selection()
@@ -24,6 +25,8 @@ function M.telescope(prompt_bufnr)
 end
 
 --- fzf-lua: an action, `function(selected, opts)` (fzf has closed already).
+---@param selected string[]
+---@param opts table
 function M.fzf_lua(selected, opts)
   local path = require('fzf-lua').path
   add(vim.tbl_map(function(entry)
@@ -34,6 +37,7 @@ function M.fzf_lua(selected, opts)
 end
 
 --- snacks.nvim's picker: an action, `function(picker)`: the selected items, else the current.
+---@param picker table
 function M.snacks(picker)
   local items = picker:selected({ fallback = true })
   picker:close()

@@ -37,6 +37,7 @@ local function is_claude(buf)
 end
 
 --- Whether a Claude terminal of this Neovim runs.
+---@return boolean
 function M.running() return #running() > 0 end
 
 -- The lowest number no Claude terminal has (one that failed keeps its number on screen).
@@ -71,8 +72,8 @@ end
 -- The window to go back to from a Claude: the file window the user was in last (the server's
 -- one rule, core.editor_window), else the previous window.
 local function back()
-  local core = package.loaded['claude_nvim.core']
-  local win = type(core) == 'table' and core.editor_window and core.editor_window()
+  local core = require('claude_nvim').live('core')
+  local win = core and core.editor_window()
   if win then return api.nvim_set_current_win(win) end
   vim.cmd('wincmd p')
 end
@@ -141,9 +142,11 @@ local function place(buf, win)
   return win
 end
 
--- Name the terminal `buf` `label` ("Claude 2 · fix the parser": a tab shows it so), leaving no
--- buffer of its old name. A buffer of that name (a file called so) keeps it: this one is then
--- claude-nvim://label.
+--- Name the terminal `buf` `label` ("Claude 2 · fix the parser": a tab shows it so), leaving no
+--- buffer of its old name. A buffer of that name (a file called so) keeps it: this one is then
+--- claude-nvim://label.
+---@param buf integer
+---@param label string
 function M.set_name(buf, label)
   local old = api.nvim_buf_get_name(buf)
   for _, new in ipairs({ label, 'claude-nvim://' .. label }) do
@@ -291,12 +294,14 @@ local function go(claude)
 end
 
 --- Open (start or show) the current Claude terminal, focused and in Terminal mode.
+---@param args string[] for claude, when it starts
 function M.open(args)
   if not M.running() then return start(args or {}) end
   go(current)
 end
 
 --- :ClaudeNvim [args]: show the current Claude (starting claude the first time), or hide it.
+---@param args string[]
 function M.toggle(args)
   local remote = require('claude_nvim.remote')
   if args and remote.is_target(args[1]) then  -- :ClaudeNvim ssh://host/path: Claudes there
@@ -313,12 +318,14 @@ end
 
 --- :ClaudeNvimNew [args]: start another Claude, in the Claude window (the one it showed keeps
 --- running) or a new one.
+---@param args string[]
 function M.new(args)
   start(args or {}, M.running() and claude_window() or nil)
 end
 
 --- :ClaudeNvimSwitch [n|next]: to Claude n, or the next one, in the Claude window; with
 --- neither and several Claudes, the one picked (claude_nvim.claudes' picker).
+---@param n? string a number, or 'next'
 function M.switch(n)
   local all = running()
   if #all == 0 then return tell('no Claude runs: :ClaudeNvim starts one', 'WARN') end
@@ -336,11 +343,13 @@ function M.switch(n)
 end
 
 --- The numbers of the running Claudes, as text (:ClaudeNvimSwitch completes them).
+---@return string[]
 function M.numbers()
   return vim.tbl_map(function(claude) return tostring(claude.n) end, running())
 end
 
 --- The running Claudes, oldest first: { n, buf, job, started (os.time()), current }.
+---@return {n: integer, buf: integer, job: integer|nil, started: integer, current: boolean}[]
 function M.list()
   return vim.tbl_map(function(claude)
     return { n = claude.n, buf = claude.buf, job = claude.job, started = claude.started,
@@ -350,6 +359,7 @@ end
 
 --- :ClaudeNvimRename [name]: name the current Claude (tabs, its bar, messages); with no name,
 --- it is named by its title again.
+---@param name string '' for its title
 function M.rename(name)
   if not M.running() then return tell('no Claude runs: :ClaudeNvim starts one', 'WARN') end
   name = name and vim.trim((name:gsub('%c', ' '))) or ''
@@ -375,6 +385,7 @@ end
 
 --- The current Claude: its number, buffer, job id (nil while its server starts) and window
 --- in this tab (nil when hidden); nil when none runs (for tests and the user's own mappings).
+---@return {n: integer, buf: integer, job: integer|nil, win: integer|nil}|nil
 function M.info()
   if not M.running() then return nil end
   return { n = current.n, buf = current.buf, job = current.job, win = window_of(current) }

@@ -59,6 +59,7 @@ from ._wire.constants import (
 from ._wire.websocket import Connection, ConnectionClosed, Request
 from ._wire.workers import Workers
 from ._writes import WritesFeature
+from .tools._context import BuiltinContext
 
 log = logging.getLogger(__name__)
 
@@ -209,7 +210,7 @@ class App:
 
     async def _serve(self, task_status: trio.TaskStatus[int]) -> None:
         editor = self.editor
-        modules = [f.lua for f in self.features if f.lua is not None]
+        modules = [m for f in self.features for m in ((f.lua,) if f.lua else ()) + f.lua_parts]
         modules += [lua.LuaModule.from_string(t.lua_module, t.lua)
                     for t in self.tools.values() if t.lua]
         holder = await editor.exec_lua(lua.CLAIM_LUA, editor.channel_id, os.getpid(),
@@ -386,9 +387,10 @@ class App:
 
     def _context(self, tool: Tool, connection: ConnectionInfo) -> ToolContext:
         editor: Editor = self.editor
-        return ToolContext(tool, editor, self.diffs, connection, self._loggers[tool.name],
-                           self.big_reads, self.replies, self.hooks, self.paths,
-                           self.writes.written)
+        return BuiltinContext(tool=tool, editor=editor, connection=connection,
+                              log=self._loggers[tool.name], big_reads=self.big_reads,
+                              paths=self.paths, written=self.writes.written, diffs=self.diffs,
+                              replies=self.replies, hooks=self.hooks)
 
     async def _answer(self, ws: Connection, session: McpSession, message: str | bytes,
                       scope: trio.CancelScope) -> None:

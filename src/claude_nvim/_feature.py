@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from ._nvim.lua import LuaModule
 from ._paths import PathMap
+from ._wire.jsontext import JSON as JSON
 
 if TYPE_CHECKING:
     import trio
 
     from ._nvim.editor import Editor
 
-JSON = dict[str, Any]
 NotificationHandler = Callable[[list[Any]], None]
 """Called with a Neovim notification's arguments, in the editor's task: it must not block."""
 Send = Callable[[JSON], Awaitable[bool]]
@@ -48,6 +48,9 @@ class Feature:
     lua: LuaModule | None = None
     """Its Lua module, with ``setup(opts)`` and ``stop()``: usually
     ``shared_module(__name__, "<name>")``, ``<name>.lua`` in the feature's folder."""
+    lua_parts: tuple[LuaModule, ...] = ()
+    """More Lua modules of its folder that ``lua`` (or others) require, installed right after
+    it: rooms of one feature's Lua, without a ``setup`` of their own."""
     paths: PathMap = PathMap()
     """Where Claude's paths are in Neovim and back: a path a feature sends to a client goes
     through ``self.paths.to_claude`` (or ``to_claude_fields``). The App sets the server's."""

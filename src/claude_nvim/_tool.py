@@ -14,16 +14,12 @@ from ._errors import ToolError as ToolError
 from ._paths import PathMap
 from ._schema import Checker, SchemaError, compile_checker
 from ._wire import jsontext
+from ._wire.jsontext import JSON as JSON
 
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
 
-    from ._diffs import DiffRegistry
-    from ._hooks import Hooks
-    from ._lsp.replies import Replies
     from ._nvim.editor import Editor
-
-JSON = dict[str, Any]
 
 
 class Exposure(enum.Flag):
@@ -111,21 +107,17 @@ class ConnectionInfo:
     Lua reads it from the buffer)."""
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ToolContext:
-    """Everything a handler may use. Handlers talk to Neovim only through ``editor``."""
+    """Everything a handler may use (docs/plugins.md), built by keywords. Handlers talk to
+    Neovim only through ``editor``."""
 
     tool: Tool
     editor: Editor
-    diffs: DiffRegistry
     connection: ConnectionInfo
     log: logging.Logger
     big_reads: BigReads
     """The server's one slot for answers of megabytes; see :meth:`big_read`."""
-    replies: Replies
-    """Answers the tools' Lua sends later (a language server's): built-in tools use it."""
-    hooks: Hooks
-    """Where claude's hooks go (the built-in ``claude_nvim_hook`` tool)."""
     paths: PathMap = field(default_factory=PathMap)
     """Where Claude's paths are in Neovim and back (``serve --path-map``): a path from the
     arguments goes to Neovim as ``ctx.paths.candidates(path)`` (or ``ctx.paths.to_neovim``), one

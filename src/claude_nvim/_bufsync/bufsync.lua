@@ -7,7 +7,7 @@
 -- directory watch survives atomic saves, which replace the file's inode by rename, and 1,000
 -- buffers in a few directories cost a few inotify watches). Idle, nothing runs: no timer, no
 -- polling. An event starts a short timer that gathers a write's burst of events; then each
--- changed buffer is brought up to date by core.refresh, which reads the file from one
+-- changed buffer is brought up to date by reload.refresh, which reads the file from one
 -- descriptor and applies what changed as one undo step (undo, marks, folds and views kept,
 -- LSP clients told). Buffers in windows come first; the others, and a file written without
 -- pause, get a bounded share of Neovim's time (SLICE_MS, SHARE), so that a `git checkout`
@@ -22,6 +22,7 @@
 local api = vim.api
 local uv = vim.uv or vim.loop
 local core = package.loaded['claude_nvim.core']
+local reload = require('claude_nvim.reload')
 local M = {}
 
 local GROUP = 'claude_nvim_bufsync'
@@ -200,7 +201,7 @@ local function follow(buf)
   end
   if watched[buf].waiting then retrack(buf) end  -- a directory on the way came back
   if not watched[buf] then return false end
-  local found, why = core.refresh(buf)
+  local found, why = reload.refresh(buf)
   if found == 'reloaded' then
     warned[buf] = nil
   elseif found == 'deleted' then
@@ -284,12 +285,13 @@ function flush()
   run()
 end
 
--- Start following every loaded file buffer, and those loaded later. `opts`: nothing yet.
+--- Start following every loaded file buffer, and those loaded later. `opts`: nothing yet.
+---@param opts table
 function M.setup(opts)  -- luacheck: ignore opts
   M.stop()
   timer, later = uv.new_timer(), uv.new_timer()
   local group = api.nvim_create_augroup(GROUP, { clear = true })
-  local function on(events, fn, nested)  -- nested: what it does runs autocmds (core.refresh)
+  local function on(events, fn, nested)  -- nested: what it does runs autocmds (reload.refresh)
     api.nvim_create_autocmd(events, { group = group, callback = core.guard(fn), nested = nested })
   end
   on({ 'BufReadPost', 'BufNewFile', 'BufFilePost' }, function(ev) track(ev.buf) end)
@@ -331,6 +333,7 @@ function M.setup(opts)  -- luacheck: ignore opts
   for _, buf in ipairs(api.nvim_list_bufs()) do track(buf) end
 end
 
+--- Stop following the buffers: every watcher and timer closed.
 function M.stop()
   pcall(api.nvim_del_augroup_by_name, GROUP)
   for buf, tracked in pairs(watched) do

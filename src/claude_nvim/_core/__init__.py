@@ -1,8 +1,8 @@
 """The core feature: ``core.lua`` (``claude_nvim.core``), what every other Lua module requires:
 the helpers tools use, the guarded channel back to the server, the file times, the workspace
-folders, the environment for ``claude`` (Neovim as its editor: ``editor.lua``) and switching it
-all off. On this side: Lua's log lines, and the size limit on files a tool may make Neovim
-load."""
+folders, the environment for ``claude`` (Neovim as its editor: ``claude_editor.lua``) and
+switching it all off. On this side: Lua's log lines, and the size limit on files a tool may
+make Neovim load."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from .._nvim.lua import shared_module
 
 log = logging.getLogger("claude_nvim.server")
 
-EDITOR_SCRIPT = Path(__file__).with_name("editor.lua")
+EDITOR_SCRIPT = Path(__file__).with_name("claude_editor.lua")
 """What claude runs as its editor, in a headless nvim: it opens the file in this Neovim."""
 
 # Lua's level names and vim.log.levels numbers (TRACE = 0 ... ERROR = 4), syslog's names,
@@ -38,6 +38,8 @@ class CoreFeature(Feature):
     folders (``on_folders`` gets them when they change) and Lua's log lines."""
 
     lua = shared_module(__name__, "core")
+    lua_parts = (shared_module(__name__, "tell"), shared_module(__name__, "codec"),
+                 shared_module(__name__, "reload"))
 
     def __init__(self, max_file_bytes: int, on_folders: Callable[[list[str]], None]) -> None:
         self.max_file_bytes = max_file_bytes
@@ -87,8 +89,8 @@ def max_file_bytes(megabytes: float | None = None) -> int:
 
 
 class CommandsFeature(Feature):
-    """``claude_nvim.commands``: the user commands (:ClaudeNvimSend, :ClaudeNvimAdd,
+    """``claude_nvim.user_commands``: the user commands (:ClaudeNvimSend, :ClaudeNvimAdd,
     :ClaudeNvimDiffAccept, :ClaudeNvimDiffDeny), defined once for the server and the Neovim
     plugin: the server defines those the plugin has not."""
 
-    lua = shared_module(__name__, "commands")
+    lua = shared_module(__name__, "user_commands")

@@ -8,6 +8,7 @@
 local api = vim.api
 local uv = vim.uv or vim.loop
 local core = require('claude_nvim.core')
+---@alias claude_nvim.Hunk integer[] { old_start, old_count, new_start, new_count }, 1-based
 local M = {}
 local EVENT  -- set by M.setup, from DiffsFeature
 local diffs = {}  -- id -> {tab, target, proposal, scratch, group, tick, resolved, path, ...}
@@ -33,11 +34,17 @@ M.options = options
 -- The hunks between two texts (each line ended by "\n"), as vim.diff's indices: { old_start,
 -- old_count, new_start, new_count }, 1-based; a start with a count of 0 is the line after which.
 local INDICES = { result_type = 'indices', algorithm = 'histogram' }
+---@param old string
+---@param new string
+---@return claude_nvim.Hunk[]
 function M.text_hunks(old, new) return vim.diff(old, new, INDICES) end
 
--- The same between two lists of lines. The lines both start and end with are set aside first
--- (Lua compares equal strings at once): a 100,000-line file with a few changes is diffed in a
--- few milliseconds, not joined into texts of megabytes.
+--- The same between two lists of lines. The lines both start and end with are set aside first
+--- (Lua compares equal strings at once): a 100,000-line file with a few changes is diffed in a
+--- few milliseconds, not joined into texts of megabytes.
+---@param old string[]
+---@param new string[]
+---@return claude_nvim.Hunk[]
 function M.hunks(old, new)
   local n, m, head, tail = #old, #new, 0, 0
   while head < n and head < m and old[head + 1] == new[head + 1] do head = head + 1 end
@@ -52,7 +59,10 @@ function M.hunks(old, new)
   return hunks
 end
 
--- Lines added and removed by `hunks`.
+--- Lines added and removed by `hunks`.
+---@param hunks claude_nvim.Hunk[]
+---@return integer added
+---@return integer removed
 function M.counts(hunks)
   local added, removed = 0, 0
   for _, h in ipairs(hunks) do added, removed = added + h[4], removed + h[2] end
@@ -62,8 +72,11 @@ end
 local INLINE = api.nvim_create_namespace('claude_nvim_inline')
 M.INLINE = INLINE
 
--- Show in `buf` what `hunks` (from `old` to the buffer's lines) changed, in one buffer: the
--- removed lines as virtual lines above where they were, the added ones highlighted.
+--- Show in `buf` what `hunks` (from `old` to the buffer's lines) changed, in one buffer: the
+--- removed lines as virtual lines above where they were, the added ones highlighted.
+---@param buf integer
+---@param old string[]
+---@param hunks claude_nvim.Hunk[]
 function M.inline(buf, old, hunks)
   api.nvim_buf_clear_namespace(buf, INLINE, 0, -1)
   local count = api.nvim_buf_line_count(buf)
@@ -139,7 +152,9 @@ local function verdict(status)
   resolve(id, status)
 end
 
+--- :ClaudeNvimDiffAccept: accept the diff shown here.
 function M.accept_current() verdict('accepted') end
+--- :ClaudeNvimDiffDeny: reject it.
 function M.deny_current() verdict('rejected') end
 
 -- Hunks of a diff: its old lines are what the user sees of the file (the buffer's text, unsaved
@@ -221,8 +236,11 @@ local function diff_here()
   return nil
 end
 
--- Accept (keep) or reject (the old text back in the proposal) the hunks on lines
--- `line1`..`line2` of the current window, in the pending diff shown there.
+--- Accept (keep) or reject (the old text back in the proposal) the hunks on lines
+--- `line1`..`line2` of the current window, in the pending diff shown there.
+---@param action 'accept'|'reject'
+---@param line1 integer
+---@param line2 integer
 function M.hunk(action, line1, line2)
   local _, d, side = diff_here()
   if d == nil then return core.tell('no pending diff here', 'WARN') end
@@ -252,8 +270,9 @@ function M.hunk(action, line1, line2)
   refresh(d)
 end
 
--- To the next (`step` 1) or previous (-1) hunk of the proposal shown here (]c and [c inline;
--- in diff mode Neovim's own do it).
+--- To the next (`step` 1) or previous (-1) hunk of the proposal shown here (]c and [c inline;
+--- in diff mode Neovim's own do it).
+---@param step 1|-1
 function M.jump(step)
   local _, d = diff_here()
   if d == nil then return end
@@ -278,8 +297,15 @@ local function name_buffer(buf, name, id)
   end
 end
 
--- Open diff `id`: a new tab with the target file (an empty scratch buffer for a new file)
--- beside an editable proposal buffer that no :w can write to disk.
+--- Open diff `id`: a new tab with the target file (an empty scratch buffer for a new file)
+--- beside an editable proposal buffer that no :w can write to disk.
+---@param id integer
+---@param candidates string[]
+---@param lines string[] the proposal
+---@param tab_name string
+---@param by? string the Claude's label
+---@param by_terminal? integer its terminal buffer
+---@return string|nil refusal why it could not open
 function M.open(id, candidates, lines, tab_name, by, by_terminal)
   -- The first candidate that exists on disk (it is an edit), else the first (a new file).
   local found = core.existing(candidates)
@@ -374,7 +400,8 @@ function M.open(id, candidates, lines, tab_name, by, by_terminal)
   return vim.NIL
 end
 
--- How many diffs wait for the user's verdict.
+--- How many diffs wait for the user's verdict.
+---@return integer
 function M.pending()
   local count = 0
   for _, d in pairs(diffs) do if not d.resolved then count = count + 1 end end
@@ -399,8 +426,10 @@ local function go_back(from)
   end
 end
 
--- Close diff `id`'s tab and buffers; idempotent. The target follows what the CLI writes to it
--- as any buffer follows its file (bufsync).
+--- Close diff `id`'s tab and buffers; idempotent. The target follows what the CLI writes to it
+--- as any buffer follows its file (bufsync).
+---@param id integer
+---@return boolean closed false when it was not open
 function M.close(id)
   local d = diffs[id]
   if d == nil then return false end
@@ -450,10 +479,13 @@ function M.close(id)
   return true
 end
 
+--- `opts.event`: the name of the verdicts' notification.
+---@param opts {event: string}
 function M.setup(opts)
   EVENT = opts.event
 end
 
+--- Close every diff.
 function M.stop()
   for id in pairs(diffs) do M.close(id) end
 end

@@ -10,6 +10,7 @@
 local api = vim.api
 local uv = vim.uv or vim.loop
 local core = require('claude_nvim.core')
+local reload = require('claude_nvim.reload')
 local M = {}
 
 local PAUSE_MS = 1000
@@ -115,8 +116,8 @@ function M.written(entry, path, lines)
   if buf == nil or not api.nvim_buf_is_loaded(buf) then return end
   -- Read again whatever Neovim last saw: a buffer loaded as the write began may have taken the
   -- file's state from after it with its text from before.
-  core.disk[buf] = nil
-  core.refresh(buf)
+  reload.disk[buf] = nil
+  reload.refresh(buf)
   follow(path, type(lines) == 'table' and lines or nil)
 end
 

@@ -28,6 +28,7 @@ from .._feature import JSON, Feature
 from .._nvim.editor import Editor
 from .._nvim.lua import shared_module
 from .._wire import jsontext
+from .._wire.constants import FILE_TOOLS
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +59,9 @@ PLAN_TOOL = "claude_nvim_plan"
 (``tools/claude_nvim_plan.py``): its answer is the user's."""
 PLAN_TIMEOUT_SECONDS = 3600
 """How long claude waits for the user's verdict on a plan in Neovim; then its own dialog."""
-FILE_TOOLS = "Edit|Write|MultiEdit|NotebookEdit"
-"""The tools that write a file whose text the server keeps before they run (MultiEdit is
-gone from claude 2.1.331; keeping it in the matcher is harmless)."""
+FILE_MATCHER = "|".join(FILE_TOOLS)
+"""The hooks' matcher for the tools that write a file, whose text the server keeps before
+they run."""
 
 State = Literal["unknown", "working", "waiting", "done"]
 STATES: tuple[State, ...] = ("unknown", "working", "waiting", "done")
@@ -87,7 +88,7 @@ def claude_settings() -> JSON:
 
     return {"hooks": {
         "UserPromptSubmit": [{"hooks": [_hook("UserPromptSubmit", {"prompt": "${prompt}"})]}],
-        "PreToolUse": [{"matcher": FILE_TOOLS, "hooks": [_hook("PreToolUse", FILE_FIELDS)]}],
+        "PreToolUse": [{"matcher": FILE_MATCHER, "hooks": [_hook("PreToolUse", FILE_FIELDS)]}],
         # Every tool: after a permission prompt, the first tool done says claude works again.
         "PostToolUse": [{"hooks": [_hook("PostToolUse", FILE_FIELDS)]}],
         # A tool that failed (claude goes on), or was interrupted (the turn ends).

@@ -1,5 +1,5 @@
 -- claude_nvim.mentions: @-mentions to Claude, made by :ClaudeNvimSend and :ClaudeNvimAdd
--- (claude_nvim.commands); the server sends each to one Claude (the one whose terminal the user
+-- (claude_nvim.user_commands); the server sends each to one Claude (the one whose terminal the user
 -- was in last). Lifecycle: setup(opts) / stop(); opts (from MentionsFeature, beside it): event.
 local api = vim.api
 local core = require('claude_nvim.core')
@@ -45,9 +45,10 @@ local function send(mentions)
   end
 end
 
--- The terminal buffers running a job: {buf, pid, name, label} (a Claude's pid descends from
--- one); label: what the Neovim plugin calls the Claude it runs there ("Claude 2"). A terminal
--- whose job ended keeps its pid, which a later process may get: it is not one of them.
+--- The terminal buffers running a job: {buf, pid, name, label} (a Claude's pid descends from
+--- one); label: what the Neovim plugin calls the Claude it runs there ("Claude 2"). A terminal
+--- whose job ended keeps its pid, which a later process may get: it is not one of them.
+---@return {buf: integer, pid: integer, name: string, label: string|nil}[]
 function M.terminals()
   local found = {}
   for _, buf in ipairs(api.nvim_list_bufs()) do
@@ -62,7 +63,10 @@ function M.terminals()
   return found
 end
 
--- Lines `first`..`last` (1-based) of the file of `buf`.
+--- Lines `first`..`last` (1-based) of the file of `buf`.
+---@param buf integer
+---@param first integer
+---@param last integer
 function M.send_lines(buf, first, last)
   if not api.nvim_buf_is_valid(buf) then return end
   send({ filePath = api.nvim_buf_get_name(buf), lineStart = first - 1, lineEnd = last - 1 })
@@ -83,7 +87,10 @@ local function mention_of(path, first, last)
   return { filePath = path, lineStart = start and start - 1, lineEnd = stop and stop - 1 }
 end
 
--- The file or directory `path`, or lines `first`..`last` of the file (1-based, as typed).
+--- The file or directory `path`, or lines `first`..`last` of the file (1-based, as typed).
+---@param path string
+---@param first? integer
+---@param last? integer
 function M.add(path, first, last)
   local mention, why = mention_of(path, first, last)
   if mention == nil then return warn(why) end
@@ -93,9 +100,11 @@ end
 -- Mentions sent at once at most (Claude's prompt gets each).
 M.MAX_MENTIONS = 50
 
--- Several at once, in one message: `items` = { { path, first, last }, ... } (a file tree's
--- nodes, a picker's picks, the quickfix list's entries; `what` names them), each file and range
--- once, the first MAX_MENTIONS of them. The user is told what was left out, and why.
+--- Several at once, in one message: `items` = { { path, first, last }, ... } (a file tree's
+--- nodes, a picker's picks, the quickfix list's entries; `what` names them), each file and range
+--- once, the first MAX_MENTIONS of them. The user is told what was left out, and why.
+---@param items {[1]: string, [2]: integer|nil, [3]: integer|nil}[]
+---@param what string
 function M.add_all(items, what)
   local mentions, seen, refused = {}, {}, {}
   for _, item in ipairs(items) do
@@ -122,6 +131,8 @@ function M.add_all(items, what)
   if #mentions > 0 then send(mentions) end
 end
 
+--- Start following the terminals the user visits: `opts.event`, the notification's name.
+---@param opts {event: string}
 function M.setup(opts)
   EVENT = opts.event
   local group = api.nvim_create_augroup('claude_nvim_mentions', { clear = true })
@@ -130,6 +141,7 @@ function M.setup(opts)
   if vim.bo[current].buftype == 'terminal' then visited({ buf = current }) end
 end
 
+--- Stop following them.
 function M.stop()
   pcall(api.nvim_del_augroup_by_name, 'claude_nvim_mentions')
 end

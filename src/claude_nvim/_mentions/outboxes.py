@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import Any
 
 import trio
 
+from .._wire.jsontext import JSON
 from .claudes import Claude, Claudes
 
-JSON = dict[str, Any]
 Tell = Callable[[str, str], Awaitable[None]]
 """Tells the user ``message`` in Neovim at a level ("INFO", "WARN")."""
 

@@ -30,6 +30,7 @@ from .._feature import JSON, Feature, NotificationHandler
 from .._nvim.editor import Editor
 from .._nvim.lua import shared_module
 from .._paths import OutsideMap
+from .._wire.constants import FILE_TOOLS
 from . import disk
 from .turns import MAX_FILES, MAX_LABEL, QUIET_SECONDS, Turn, Turns
 
@@ -40,7 +41,6 @@ BEFORE = "claude_nvim_review_before"
 """Lua -> server: (path, bytes): a buffer's file changed on disk; its text before."""
 REQUEST = "claude_nvim_review"
 """Lua -> server: the user's commands, ("show", number or nil), ("list"), ("revert", ...)."""
-FILE_TOOLS = frozenset({"Edit", "Write", "MultiEdit", "NotebookEdit"})
 WITHOUT_HOOKS = "changes on disk"
 """The label of a turn of changes whose Claude has no hooks (it may not be Claude's at all)."""
 TURN_END = frozenset({"Stop", "StopFailure"})

@@ -8,6 +8,8 @@
 local api = vim.api
 local uv = vim.uv or vim.loop
 local core = require('claude_nvim.core')
+local codec = require('claude_nvim.codec')
+local reload = require('claude_nvim.reload')
 local diffs = require('claude_nvim.diffs')
 local M = {}
 
@@ -35,51 +37,13 @@ local function recording()
   return false
 end
 
--- `buf`'s text as its file holds it (its 'fileformat', 'eol', 'bomb', 'fileencoding'): a
--- modified buffer's as :write would write it, an unmodified one's last newline as it was read.
-local function file_bytes(buf)
-  local bo = vim.bo[buf]
-  local nl = ({ dos = '\r\n', mac = '\r' })[bo.fileformat] or '\n'
-  local lines = api.nvim_buf_get_lines(buf, 0, -1, false)
-  local empty = #lines == 1 and lines[1] == '' and api.nvim_buf_get_offset(buf, 1) <= 0
-  local text = empty and '' or table.concat(lines, nl)
-  if not empty and (bo.eol or (bo.modified and bo.fixeol and not bo.binary)) then
-    text = text .. nl
-  end
-  local fenc = bo.fileencoding
-  if bo.bomb and (fenc == '' or fenc:match('^utf%-?8')) then text = '\239\187\191' .. text end
-  if fenc ~= '' and not fenc:match('^utf%-?8$') then
-    text = vim.iconv(text, 'utf-8', fenc) or text
-  end
-  return text
-end
-
 -- A file's bytes as the text Neovim reads from them into `buf` (its options), or into a new
--- buffer (nil): each line ended by "\n", no BOM, in UTF-8.
+-- buffer (nil): claude_nvim.codec's, as the reload reads them. Bytes it cannot convert from
+-- 'fileencoding' are shown as they are.
 local function to_text(data, buf)
   data = nil_if_none(data)
   if data == nil or data == '' then return '' end
-  local bo = buf and vim.bo[buf]
-  local fenc = bo and bo.fileencoding or ''
-  if fenc ~= '' and not fenc:match('^utf%-?8$') then
-    data = vim.iconv(data, fenc, 'utf-8') or data
-  end
-  if data:sub(1, 3) == '\239\187\191' then data = data:sub(4) end
-  if data:find('\r', 1, true) then
-    local ff = bo and bo.fileformat
-    if ff == nil then  -- as 'fileformats' "unix,dos" decides: dos when every line ends in CR LF
-      local _, lf = data:gsub('\n', '')
-      local _, crlf = data:gsub('\r\n', '')
-      ff = (lf > 0 and lf == crlf) and 'dos' or 'unix'
-    end
-    if ff == 'dos' then
-      data = data:gsub('\r\n', '\n')
-    elseif ff == 'mac' then
-      data = data:gsub('\r', '\n')
-    end
-  end
-  if data:sub(-1) ~= '\n' then data = data .. '\n' end
-  return data
+  return codec.decode(data, buf) or codec.decode(data)
 end
 
 local split = core.split_lines
@@ -105,13 +69,13 @@ local function buffer_text(buf)
   return table.concat(lines, '\n') .. '\n'
 end
 
--- bufsync is about to reload `buf` (core.before_reload): while a Claude may be the one who
+-- bufsync is about to reload `buf` (reload.before_reload): while a Claude may be the one who
 -- wrote its file, the server gets its text before, once a turn.
 local function before_reload(buf)
   local name = api.nvim_buf_get_name(buf)
   if reported[name] or not recording() then return end
   reported[name] = true
-  core.notify(BEFORE, name, file_bytes(buf))
+  core.notify(BEFORE, name, codec.encode(buf))
 end
 
 function M.forget_reported() reported = {} end
@@ -233,7 +197,7 @@ function M.mark(number, befores)
     local buf = find(path)
     if buf then
       local before = to_lines(data, buf)
-      if core.changed_on_disk(buf) then
+      if reload.changed_on_disk(buf) then
         api.nvim_create_autocmd('FileChangedShellPost', { buffer = buf, once = true,
           group = GROUP, callback = core.guard(function() sign(buf, before) end) })
       else
@@ -455,7 +419,7 @@ function M.revert(path, change, how)
   local refused = how.bang and not_as_left(change, name, whose)
   if refused then return tell(refused, 'WARN') end
   local buf = core.find_buffer({ path })
-  if buf and api.nvim_buf_is_loaded(buf) then core.refresh(buf) end
+  if buf and api.nvim_buf_is_loaded(buf) then reload.refresh(buf) end
   if nil_if_none(change.before) == nil then
     -- Claude made the file: before the turn there was none.
     if not how.bang then
@@ -564,12 +528,12 @@ function M.setup(opts)
                             ClaudeNvimSignDelete = 'Removed' }) do
     api.nvim_set_hl(0, name, { link = link, default = true })
   end
-  core.before_reload = before_reload
+  reload.before_reload = before_reload
 end
 
 function M.stop()
   close_view(true)
-  if core.before_reload == before_reload then core.before_reload = nil end
+  if reload.before_reload == before_reload then reload.before_reload = nil end
   pcall(api.nvim_del_augroup_by_name, GROUP)
   for buf in pairs(signed) do unsign(buf) end
   unreviewed = nil

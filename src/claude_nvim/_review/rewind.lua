@@ -2,11 +2,12 @@
 -- back. The server sends their combined change (rewind.py: each file's bytes before turn N and
 -- as the last turn left it); here it is shown first as a review (claude_nvim.review's tab),
 -- then, once confirmed, each file is written back to disk as it was, and its buffer follows
--- as a reload does (core.refresh: one change, one `u` undoes it). A buffer with unsaved
+-- as a reload does (reload.refresh: one change, one `u` undoes it). A buffer with unsaved
 -- changes is never touched (the user is told which); a file Claude made is deleted only if it
 -- still holds what Claude wrote. Lifecycle: setup(opts) / stop(); opts: request (event name).
 local api = vim.api
 local core = require('claude_nvim.core')
+local reload = require('claude_nvim.reload')
 local M = {}
 
 local REQUEST
@@ -41,7 +42,7 @@ local function put_back(change)
   local buf = core.find_buffer({ path })
   local loaded = buf and api.nvim_buf_is_loaded(buf)
   if loaded then
-    core.refresh(buf)  -- what Claude wrote last, if bufsync has not shown it yet
+    reload.refresh(buf)  -- what Claude wrote last, if bufsync has not shown it yet
     if vim.bo[buf].modified then return 'unsaved' end
   end
   if none(change.before) then  -- Claude made it
@@ -52,12 +53,12 @@ local function put_back(change)
     if not ok then return 'failed', err end
     -- Its buffer keeps the text (:w writes it again), as one that never had a file: no
     -- "deleted on disk" warning over the rewind's own message.
-    if loaded then core.disk[buf] = false end
+    if loaded then reload.disk[buf] = false end
     return 'deleted'
   end
   local ok, err = write(path, change.before)
   if not ok then return 'failed', err end
-  if loaded then core.refresh(buf) end
+  if loaded then reload.refresh(buf) end
   return 'restored'
 end
 

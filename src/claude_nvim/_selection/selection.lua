@@ -145,7 +145,10 @@ local function region(buf, kind, a, b, cap, budget_ms)
   end)
 end
 
--- The next slice of a big selection, or nil when the buffer changed since (read it again).
+--- The next slice of a big selection, or nil when the buffer changed since (read it again).
+---@param more {buf: integer, tick: integer, kind: string, a: table, b: table, next: integer}
+---@param budget_ms number
+---@return {text: string, next: integer|nil}|nil
 function M.slice(more, budget_ms)
   local buf = more.buf
   if not api.nvim_buf_is_valid(buf) or api.nvim_buf_get_changedtick(buf) ~= more.tick then
@@ -176,9 +179,12 @@ local function live_region()
   return { kind = kind, a = { v[2] - 1, v[3] - 1 }, b = b }
 end
 
--- The current selection (or cursor) of the active editor (core.editor_window: the current
--- window, else the file window the user was in last), or nil when there is none.
--- `cap`: cut the text there (notifications); `budget_ms`: full text, read in slices.
+--- The current selection (or cursor) of the active editor (core.editor_window: the current
+--- window, else the file window the user was in last), or nil when there is none.
+--- `cap`: cut the text there (notifications); `budget_ms`: full text, read in slices.
+---@param cap integer|nil
+---@param budget_ms? number
+---@return table|nil payload the selection_changed parameters
 function M.current(cap, budget_ms)
   if cap == vim.NIL then cap = nil end
   local win = core.editor_window()
@@ -194,6 +200,10 @@ end
 local latest = nil
 local visual_snapshot = nil  -- the last state seen inside Visual mode
 
+--- The latest completed Visual selection's payload (its full text re-read while its buffer is
+--- unchanged), or nil.
+---@param budget_ms? number
+---@return table|nil payload
 function M.latest(budget_ms)
   if latest == nil then return nil end
   if api.nvim_buf_is_valid(latest.buf) and latest.kind
@@ -269,6 +279,8 @@ local function on_mode_changed()
   if not timer:is_active() then arm() end
 end
 
+--- Start pushing the selection: `opts` from SelectionFeature.options.
+---@param opts {cap: integer, window_ms: integer, lua_rows: integer, event: string}
 function M.setup(opts)
   CAP, WINDOW_MS, LUA_ROWS, EVENT = opts.cap, opts.window_ms, opts.lua_rows, opts.event
   timer = timer or (vim.uv or vim.loop).new_timer()
@@ -281,6 +293,7 @@ function M.setup(opts)
   on_event()
 end
 
+--- Stop pushing it: the autocmds and the timer.
 function M.stop()
   pcall(api.nvim_del_augroup_by_name, 'claude_nvim_selection')
   if timer then timer:stop(); timer:close(); timer = nil end

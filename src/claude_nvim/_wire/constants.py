@@ -18,6 +18,9 @@ MODEL_PATH = "/mcp"
 MAX_MESSAGE_BYTES = 64 * 2**20
 CHALLENGE_HEADER = b"x-claude-nvim-challenge"
 PROOF_HEADER = b"x-claude-nvim-proof"
+FILE_TOOLS = ("Edit", "Write", "MultiEdit", "NotebookEdit")
+"""Claude Code's tools that write a file (MultiEdit is gone from claude 2.1.331; naming it is
+harmless): the hooks' matcher and the turns of the review."""
 
 
 def proof(token: str, challenge: bytes) -> bytes:

@@ -46,14 +46,22 @@ class Failure:
 Event = Message | Control | Failure
 
 
-def frame(opcode: int, payload: bytes) -> bytes:
-    """One final, unmasked (server) frame."""
-    n = len(payload)
+def frame(opcode: int, payload: bytes, *, mask: bytes | None = None, fin: bool = True,
+          length: int | None = None) -> bytes:
+    """One frame: a server's (unmasked); a client's with a 4-byte ``mask`` (the benchmarks',
+    the fuzzer's, the tests'). ``fin=False`` leaves a message unfinished; ``length`` states a
+    length other than the payload's (a lie, for the fuzzer)."""
+    n = len(payload) if length is None else length
+    first, masked = (0x80 if fin else 0) | opcode, 0 if mask is None else 0x80
     if n < 126:
-        return bytes((0x80 | opcode, n)) + payload
-    if n < 1 << 16:
-        return bytes((0x80 | opcode, 126)) + n.to_bytes(2, "big") + payload
-    return bytes((0x80 | opcode, 127)) + n.to_bytes(8, "big") + payload
+        header = bytes((first, masked | n))
+    elif n < 1 << 16:
+        header = bytes((first, masked | 126)) + n.to_bytes(2, "big")
+    else:
+        header = bytes((first, masked | 127)) + n.to_bytes(8, "big")
+    if mask is None:
+        return header + payload
+    return header + mask + _unmask(bytearray(payload), mask)
 
 
 def close_payload(code: int, reason: str = "") -> bytes:
@@ -77,7 +85,7 @@ _XOR = [bytes(byte ^ key for byte in range(256)) for key in range(256)]
 
 
 def _unmask(data: bytearray, mask: bytes) -> bytes | bytearray:
-    """``data`` (changed in place) XOR the 4-byte ``mask``."""
+    """``data`` (changed in place) XOR the 4-byte ``mask``: unmasks, and masks."""
     if len(data) < 256:  # small: one big-integer XOR is quickest
         n = len(data)
         key = int.from_bytes(mask * (n >> 2) + mask[: n & 3], "big")

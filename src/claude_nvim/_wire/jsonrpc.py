@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from . import jsontext
+from .jsontext import JSON as JSON
 
-JSON = dict[str, Any]
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INTERNAL_ERROR = -32700, -32600, -32601, -32603
 
 

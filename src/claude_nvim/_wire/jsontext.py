@@ -12,6 +12,9 @@ from typing import Any
 
 import orjson
 
+JSON = dict[str, Any]
+"""A JSON object, as decoded: the one alias every layer uses."""
+
 
 def dumps(value: Any) -> bytes:
     """``value`` as compact JSON text in UTF-8."""

@@ -3,6 +3,7 @@
 -- it has open (for the server's watcher); the server sends each write of one, with its bytes.
 local api = vim.api
 local core = require('claude_nvim.core')
+local reload = require('claude_nvim.reload')
 local M = {}
 
 local group, event, pending = nil, nil, false
@@ -72,9 +73,9 @@ function M.written(path, data)
   told[buf] = nil
   local name = api.nvim_buf_get_name(buf)
   if name:sub(1, 1) == '/' and core.read_file(name) == data then
-    return core.refresh(buf) or 'current'
+    return reload.refresh(buf) or 'current'
   end
-  local why = core.show(buf, data)
+  local why = reload.show(buf, data)
   if why then
     core.log('warn', ('cannot show %s as Claude wrote it: %s'):format(path, why))
     return 'refused'

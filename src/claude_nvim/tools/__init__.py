@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .._tool import JSON, ToolError, ToolResult, json_result
-from ._lsp import ordered
+from ._lsp_tools import ordered
 
 FILE_PATH_INPUT = {
     "type": "object",

@@ -9,6 +9,7 @@ from .._hooks import HookEvent
 from .._paths import OutsideMap
 from .._tool import IDE, JSON, Register, Tool, ToolContext, ToolResult, text_result
 from ..hookspecs import hookimpl
+from ._context import builtin
 
 
 async def claude_nvim_hook(ctx: ToolContext, args: JSON) -> ToolResult:
@@ -20,7 +21,7 @@ async def claude_nvim_hook(ctx: ToolContext, args: JSON) -> ToolResult:
             ctx.log.warning("hook %s of %s: its file refused, nothing recorded: %s", event.name,
                             ctx.connection.label or ctx.connection.id, why)
             event.path = ""
-    await ctx.hooks.receive(ctx.connection.id, event)
+    await builtin(ctx).hooks.receive(ctx.connection.id, event)
     # claude reads a hook's text as its output: an empty JSON object asks for nothing (plain
     # text would be context added to the prompt, for UserPromptSubmit).
     return text_result("{}")

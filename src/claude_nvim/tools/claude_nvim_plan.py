@@ -13,6 +13,7 @@ from .._nvim.lua import read_lua
 from .._tool import IDE, JSON, Register, Tool, ToolContext, ToolResult, text_result
 from .._wire import jsontext
 from ..hookspecs import hookimpl
+from ._context import builtin
 
 MAX_PLAN_BYTES = 1 << 20
 """A plan longer than this is not shown (claude's own dialog has it)."""
@@ -47,10 +48,11 @@ async def claude_nvim_plan(ctx: ToolContext, args: JSON) -> ToolResult:
     plan = args.get("plan")
     if not isinstance(plan, str) or not plan.strip() or len(plan) > MAX_PLAN_BYTES:
         return text_result(NOTHING)
-    label = ctx.hooks.label_of(ctx.connection.id) or "Claude"
+    built_in = builtin(ctx)
+    label = built_in.hooks.label_of(ctx.connection.id) or "Claude"
     try:
-        verdict = await ctx.replies.call(ctx.editor, ctx.tool.lua_module, "review", plan,
-                                         label, list(MODES), timeout=PLAN_TIMEOUT_SECONDS)
+        verdict = await built_in.replies.call(ctx.editor, ctx.tool.lua_module, "review", plan,
+                                              label, list(MODES), timeout=PLAN_TIMEOUT_SECONDS)
     except ToolError:  # no answer in time: claude's own dialog asks
         return text_result(NOTHING)
     tool_input: JSON = {"plan": plan}

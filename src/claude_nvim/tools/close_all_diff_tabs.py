@@ -5,15 +5,17 @@ from __future__ import annotations
 from .._diffs import dismiss
 from .._tool import IDE, JSON, Register, Tool, ToolContext, ToolResult, text_result
 from ..hookspecs import hookimpl
+from ._context import builtin
 
 
 async def close_all_diff_tabs(ctx: ToolContext, args: JSON) -> ToolResult:
     # Only this connection's diffs: one session's prompt must not cancel another's review.
-    mine = ctx.diffs.owned_by(ctx.connection.id)
+    diffs = builtin(ctx).diffs
+    mine = diffs.owned_by(ctx.connection.id)
     for diff in mine:
         if diff.status == "accepted":  # the CLI has written it: Neovim's copy may not show it
             ctx.written(diff.path)
-        await dismiss(ctx.editor, ctx.diffs, diff)
+        await dismiss(ctx.editor, diffs, diff)
     return text_result(f"CLOSED_{len(mine)}_DIFF_TABS")
 
 

@@ -5,14 +5,16 @@ from __future__ import annotations
 from .._diffs import dismiss
 from .._tool import IDE, JSON, Register, Tool, ToolContext, ToolResult, text_result
 from ..hookspecs import hookimpl
+from ._context import builtin
 
 
 async def close_tab(ctx: ToolContext, args: JSON) -> ToolResult:
-    diff = ctx.diffs.find(args["tab_name"])
+    diffs = builtin(ctx).diffs
+    diff = diffs.find(args["tab_name"])
     if diff is not None:
         if diff.status == "accepted":  # the CLI has written it: Neovim's copy may not show it
             ctx.written(diff.path)
-        await dismiss(ctx.editor, ctx.diffs, diff)
+        await dismiss(ctx.editor, diffs, diff)
     return text_result("TAB_CLOSED")
 
 

@@ -2,19 +2,23 @@
 -- capped in lines and bytes (tools/get_buffer_text.py).
 local api = vim.api
 local core = package.loaded['claude_nvim.core']
+local reload = package.loaded['claude_nvim.reload']
 local M = {}
 
 -- `s` cut to at most `n` bytes, not inside a UTF-8 sequence.
 local cut = core.cut
 
--- Lines req.startLine..req.endLine (0-based, inclusive; default: all) of the buffer of the
--- first candidate, at most req.max_lines lines and req.max_bytes bytes of text.
+--- Lines req.startLine..req.endLine (0-based, inclusive; default: all) of the buffer of the
+--- first candidate, at most req.max_lines lines and req.max_bytes bytes of text.
+---@param candidates string[] the path as Claude gave it, then where it may be here
+---@param req {startLine?: integer, endLine?: integer, max_lines: integer, max_bytes: integer}
+---@return table answer the tool's, or {error = why}
 function M.read(candidates, req)
   local buf = core.find_buffer(candidates)
   if buf == nil or not api.nvim_buf_is_loaded(buf) then
     return { error = core.absolute(candidates[1]) .. ' is not open in Neovim' }
   end
-  core.refresh(buf)
+  reload.refresh(buf)
   local path = api.nvim_buf_get_name(buf)
   local count = api.nvim_buf_line_count(buf)
   local first = req.startLine or 0

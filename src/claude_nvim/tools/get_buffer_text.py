@@ -9,7 +9,7 @@ from .._paths import OutsideMap
 from .._tool import JSON, MODEL, Register, Tool, ToolContext, ToolError, ToolResult
 from ..hookspecs import hookimpl
 from . import lua_answer
-from ._lsp import MAX_INDEX
+from ._lsp_tools import MAX_INDEX
 
 LUA = read_lua(__package__, "get_buffer_text.lua")
 ORDER = ("uri", "startLine", "endLine", "totalLines", "isDirty", "truncated", "text")

@@ -3,6 +3,7 @@
 -- (tools/get_diagnostics.py).
 local api = vim.api
 local core = package.loaded['claude_nvim.core']
+local reload = package.loaded['claude_nvim.reload']
 local M = {}
 local SEVERITY = { 'Error', 'Warning', 'Information', 'Hint' }
 
@@ -60,9 +61,13 @@ local function file_json(uri, buf, diagnostics)
   return '{"uri":' .. encode(uri) .. ',"diagnostics":[' .. table.concat(out, ',') .. ']}'
 end
 
+--- The JSON of the diagnostics of the buffer of the first candidate, as `uri`'s.
+---@param uri string
+---@param candidates string[]
+---@return string json
 function M.for_file(uri, candidates)
   local buf = core.find_buffer(candidates)
-  if buf ~= nil then core.refresh(buf) end
+  if buf ~= nil then reload.refresh(buf) end
   return file_json(uri, buf or 0, buf and vim.diagnostic.get(buf) or {})
 end
 
@@ -74,6 +79,7 @@ api.nvim_create_autocmd({ 'DiagnosticChanged', 'BufUnload', 'BufWipeout' }, {
   group = group, callback = function(ev) cache[ev.buf] = nil end,
 })
 
+--- Forget the cache and its autocmds.
 function M.stop()
   pcall(api.nvim_del_augroup_by_id, group)
   cache = {}
@@ -90,10 +96,13 @@ local function cached_json(buf, name)
   return entry.json
 end
 
--- Loaded, named buffers with at least one diagnostic, from the `from`-th buffer on, for at
--- most `budget_ms`: {files = {<JSON of {uri, diagnostics}>, ...}, next = index or nil}.
--- The server asks again from `next`, so the editor is never held for long, whatever the
--- number of diagnostics. JSON made here costs the server a third of decoding tables.
+--- Loaded, named buffers with at least one diagnostic, from the `from`-th buffer on, for at
+--- most `budget_ms`: {files = {<JSON of {uri, diagnostics}>, ...}, next = index or nil}.
+--- The server asks again from `next`, so the editor is never held for long, whatever the
+--- number of diagnostics. JSON made here costs the server a third of decoding tables.
+---@param from integer
+---@param budget_ms number
+---@return {files: string[], next: integer|nil}
 function M.all(from, budget_ms)
   local started = (vim.uv or vim.loop).hrtime()
   local buffers = api.nvim_list_bufs()

@@ -7,6 +7,12 @@ local TYPES = { E = 'Error', W = 'Warning', I = 'Info', N = 'Note', H = 'Hint' }
 
 local cut = core.cut
 
+--- The quickfix list (`which`: 'quickfix') or the editor window's location list, at most
+--- `max_items` items and `max_text` bytes of each item's text.
+---@param which 'quickfix'|'location'
+---@param max_items integer
+---@param max_text integer
+---@return table answer the tool's, or {error = why}
 function M.get(which, max_items, max_text)
   local get = vim.fn.getqflist
   if which == 'location' then

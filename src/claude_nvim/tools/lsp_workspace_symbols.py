@@ -6,7 +6,7 @@ from functools import partial
 
 from .._tool import JSON, MODEL, Register, Tool, ToolContext, ToolResult
 from ..hookspecs import hookimpl
-from . import _lsp as lsp
+from . import _lsp_tools as lsp
 
 LUA = lsp.lua_module(r"""
 local METHOD = 'workspace/symbol'

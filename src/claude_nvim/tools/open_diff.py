@@ -6,6 +6,7 @@ from .._diffs import MODULE as DIFFS
 from .._diffs import forget_and_close, split_lines
 from .._tool import IDE, JSON, Register, Tool, ToolContext, ToolError, ToolResult, text_result
 from ..hookspecs import hookimpl
+from ._context import builtin
 
 # The Neovim half is the shared diff module (claude_nvim.diffs): close_tab, closeAllDiffTabs
 # and the :ClaudeNvimDiffAccept / :ClaudeNvimDiffDeny commands use it too.
@@ -15,7 +16,8 @@ async def open_diff(ctx: ToolContext, args: JSON) -> ToolResult:
     tab_name = args["tab_name"]
     contents = args["new_file_contents"]
     candidates = ctx.paths.candidates(args["new_file_path"])  # refused outside the map
-    diff = ctx.diffs.open(tab_name, ctx.connection.id, contents)
+    diffs = builtin(ctx).diffs
+    diff = diffs.open(tab_name, ctx.connection.id, contents)
     diff.path = ctx.paths.claude_path(args["new_file_path"])
     try:
         refusal = await ctx.editor.call_lua(DIFFS, "open", diff.id, candidates,
@@ -27,14 +29,14 @@ async def open_diff(ctx: ToolContext, args: JSON) -> ToolResult:
         if diff.status == "accepted":
             text, diff.text = diff.text or "", None  # the answer holds it now
             return text_result("FILE_SAVED", text)
-        if not any(d.status == "pending" for d in ctx.diffs.owned_by(diff.owner)):
+        if not any(d.status == "pending" for d in diffs.owned_by(diff.owner)):
             # claude ends its turn, and says so with no hook (2.1.332); not when this diff was
             # replaced by another of the same name, which it waits for.
-            await ctx.hooks.diff_rejected(diff.owner)
+            await builtin(ctx).hooks.diff_rejected(diff.owner)
         return text_result("DIFF_REJECTED", tab_name)
     finally:
         if diff.status != "accepted":  # rejected, refused, cancelled: close now
-            await forget_and_close(ctx.editor, ctx.diffs, diff)
+            await forget_and_close(ctx.editor, diffs, diff)
 
 
 TOOL = Tool(

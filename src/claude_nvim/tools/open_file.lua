@@ -78,6 +78,10 @@ local function select_range(win, s, e, linewise)
   end)
 end
 
+--- Open the first existing candidate as openFile asks (`o`: its arguments).
+---@param candidates string[]
+---@param o table
+---@return {json?: table, text?: string, error?: string}
 function M.open(candidates, o)
   local path = core.existing(candidates, readable)
   if path == nil then

@@ -9,15 +9,16 @@ from . import FILE_PATH_INPUT, not_open
 LUA = r"""
 local api = vim.api
 local core = package.loaded['claude_nvim.core']
+local reload = package.loaded['claude_nvim.reload']
 local M = {}
 
 function M.save(candidates)
   local buf = core.find_buffer(candidates)
   if buf == nil or not api.nvim_buf_is_loaded(buf) then return vim.NIL end
   local path = api.nvim_buf_get_name(buf)
-  if core.changed_on_disk(buf) then
+  if reload.changed_on_disk(buf) then
     if not vim.bo[buf].modified then  -- nothing of the user's to save: take the disk's
-      core.refresh(buf)
+      reload.refresh(buf)
       return { filePath = path }
     end
     -- :write would stop at a prompt; overwriting would lose the newer file.

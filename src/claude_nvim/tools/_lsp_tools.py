@@ -19,6 +19,7 @@ from typing import Any
 
 from .._paths import OutsideMap
 from .._tool import JSON, ToolContext, ToolError, ToolResult, json_result
+from ._context import builtin
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ async def run(ctx: ToolContext, request: JSON, limits: Limits = DEFAULT_LIMITS) 
         "max_symbols": limits.max_symbols,
         "max_hover": limits.max_hover_bytes,
     }
-    value: Any = await ctx.replies.call(ctx.editor, ctx.tool.lua_module, "run",
+    value: Any = await builtin(ctx).replies.call(ctx.editor, ctx.tool.lua_module, "run",
                                         {**request, **bounds}, timeout=limits.request_timeout)
     answer = ctx.paths.to_claude_fields(value)  # locations outside the map are left out
     if answer is None:

@@ -1,4 +1,4 @@
--- claude_nvim.commands: the user commands a server offers, defined here once for both ways of
+-- claude_nvim.user_commands: the user commands a server offers, defined here once for both ways of
 -- running claude-nvim. The server installs this module and, at setup, defines those no Neovim
 -- plugin has; the Neovim plugin (plugin/claude_nvim.lua) reads this file at start-up, before
 -- any server runs, and defines them with its own way to reach one (starting it, and Claude).
@@ -19,28 +19,22 @@ end
 
 -- The verdict on the diff shown here: `name` of claude_nvim.diffs, while a server runs.
 local function verdict(how, name)
-  local core, diffs = package.loaded['claude_nvim.core'], package.loaded['claude_nvim.diffs']
-  if not (type(core) == 'table' and core.live_server and core.live_server() and diffs) then
-    return how.tell('no pending diff here', 'WARN')
-  end
+  local diffs = how.live('diffs')
+  if not diffs then return how.tell('no pending diff here', 'WARN') end
   diffs[name]()
 end
 
 -- Accept or reject Claude's hunks on lines `o.line1`..`o.line2` of the diff shown here.
 local function hunk(how, action, o)
-  local core, diffs = package.loaded['claude_nvim.core'], package.loaded['claude_nvim.diffs']
-  if not (type(core) == 'table' and core.live_server and core.live_server() and diffs) then
-    return how.tell('no pending diff here', 'WARN')
-  end
+  local diffs = how.live('diffs')
+  if not diffs then return how.tell('no pending diff here', 'WARN') end
   diffs.hunk(action, o.line1, o.line2)
 end
 
 -- `fn` of claude_nvim.review with `...`, while a server runs; else `nothing` is told.
 local function review(how, nothing, fn, ...)
-  local core, mod = package.loaded['claude_nvim.core'], package.loaded['claude_nvim.review']
-  if not (type(core) == 'table' and core.live_server and core.live_server() and mod) then
-    return how.tell(nothing, 'WARN')
-  end
+  local mod = how.live('review')
+  if not mod then return how.tell(nothing, 'WARN') end
   mod[fn](...)
 end
 
@@ -220,8 +214,14 @@ local function complete(lead)
   return vim.list_extend(found, vim.fn.getcompletion(lead, 'file'))
 end
 
--- The commands: name -> {callback, options}. `how.tell(msg, level)` tells the user;
--- `how.mention(deliver)` calls deliver(claude_nvim.mentions) once a server can send.
+---@class claude_nvim.CommandsHow how the commands reach a server (the plugin's, or its own)
+---@field tell fun(msg: string, level?: string) tells the user
+---@field mention fun(deliver: fun(mentions: table)) deliver(claude_nvim.mentions), once it can send
+---@field live fun(name: string): table|nil the live server's module claude_nvim.<name>, or nil
+---@field replace? boolean define the commands even where they exist
+
+-- The commands: name -> {callback, options}.
+---@param how claude_nvim.CommandsHow
 local function commands(how)
   return {
     ClaudeNvimSend = { function(o)
@@ -281,8 +281,9 @@ local function commands(how)
   }
 end
 
---- Define the commands (see `commands` for `how`) that do not exist yet, or all with
---- `how.replace`; their names.
+--- Define the commands that do not exist yet, or all with `how.replace`; their names.
+---@param how claude_nvim.CommandsHow
+---@return string[]
 function M.define(how)
   local defined = {}
   for name, spec in pairs(commands(how)) do
@@ -297,14 +298,18 @@ end
 -- The server's: the commands it defined (a stopping server leaves a plugin's alone).
 local defined = {}
 
+--- The server's: define the commands no Neovim plugin has defined.
 function M.setup()
   local core = require('claude_nvim.core')
   defined = M.define({
     tell = core.tell,
-    mention = function(deliver) core.guard(deliver)(package.loaded['claude_nvim.mentions']) end,
+    mention = function(deliver) core.guard(deliver)(require('claude_nvim.mentions')) end,
+    -- A server that died without switching off leaves its commands: live_server says no.
+    live = function(name) return core.live_server() and require('claude_nvim.' .. name) or nil end,
   })
 end
 
+--- Delete the commands the server defined (a plugin's stay).
 function M.stop()
   -- A Neovim plugin loaded since has defined them its own way: they stay.
   if not vim.g.loaded_claude_nvim_plugin then

@@ -1,0 +1,1 @@
+"""claude-nvim's benchmarks: ``python -m benchmarks.bench`` from the repository's root."""
