@@ -70,7 +70,7 @@ async def test_claudes_editor_refuses_what_a_reload_refuses(app, nvim, nvim_addr
 
 async def test_claudes_editor_without_the_servers_lua_still_refuses_a_fifo(nvim, nvim_address,
                                                                           tmp_path):
-    script = ROOT / "src" / "claude_nvim" / "_core" / "editor.lua"
+    script = ROOT / "src" / "claude_nvim" / "_core" / "claude_editor.lua"
     path = tmp_path / "prompt.md"
     os.mkfifo(path)
     try:
