@@ -122,8 +122,10 @@ def ssh_script(probe: str) -> str:
     (SIGTERM: it removes its lock) and the directory removed."""
     return f"""{probe}
 dir=$(umask 077 && mktemp -d "${{TMPDIR:-/tmp}}/claude-nvim.XXXXXXXX") || {{ say no-dir=; exit 1; }}
+trap 'rm -rf -- "$dir"' EXIT
+trap 'exit 1' HUP INT PIPE TERM
 say dir="$dir"
-if ! IFS= read -r serve; then rm -rf -- "$dir"; exit 0; fi
+if ! IFS= read -r serve; then exit 0; fi
 ( eval "$serve"' --nvim "$dir/nvim.sock"' </dev/null; say exit=$? ) &
 cat >/dev/null
 trap '' TERM
