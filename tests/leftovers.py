@@ -73,23 +73,33 @@ def user_name() -> str:
 _users = itertools.count(1)
 
 
-def kill_users_processes(uid: int) -> None:
-    """Kill, by pid, what runs as ``uid`` (before ``userdel``, which refuses otherwise)."""
+def running_as(uid: int) -> list[int]:
+    """The pids of the running processes of ``uid`` (zombies left out)."""
+    found = []
     for pid in _pids():
-        with contextlib.suppress(OSError, ValueError):
+        with contextlib.suppress(OSError, ValueError, IndexError):
             status = Path(f"/proc/{pid}/status").read_text()
-            if int(status.split("\nUid:")[1].split()[0]) == uid:
-                os.kill(pid, signal.SIGKILL)
+            if int(status.split("\nUid:")[1].split()[0]) == uid \
+                    and "\nState:\tZ" not in status:
+                found.append(pid)
+    return found
 
 
 def remove_user(name: str) -> None:
-    """Remove a system user made by the run: its processes, then it and its home."""
+    """Remove a system user made by the run: its processes (given :data:`LINGER` s to end
+    on their own first: a remote shell removes its directory as it ends), then it and its
+    home."""
     try:
         uid = pwd.getpwnam(name).pw_uid
     except KeyError:
         return
+    deadline = time.monotonic() + LINGER
+    while running_as(uid) and time.monotonic() < deadline:
+        time.sleep(0.05)
     for _ in range(50):
-        kill_users_processes(uid)
+        for pid in running_as(uid):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
         done = subprocess.run(["userdel", "--remove", name], capture_output=True, text=True,
                               check=False)
         if done.returncode in (0, 6):  # 6: no such user
