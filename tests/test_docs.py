@@ -221,3 +221,13 @@ end
     assert done.stdout.splitlines() == [
         "claude-nvim claude-nvim.txt", ":ClaudeNvimInstall claude-nvim.txt",
         "claude-nvim-opts.packages claude-nvim.txt"]
+
+
+def test_the_changelog_names_this_version():
+    """A release's version is SemVer and CHANGELOG.md has its entry (docs/releasing.md)."""
+    from claude_nvim import __version__
+
+    assert re.fullmatch(r"\d+\.\d+\.\d+", __version__)
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    assert re.search(rf"^## \[{re.escape(__version__)}\] - \d{{4}}-\d\d-\d\d$", changelog, re.M)
+    assert "## [Unreleased]" in changelog
