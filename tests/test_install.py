@@ -77,7 +77,9 @@ async def test_each_lazy_spec_shown_has_commands_and_health_from_start_up(spec, 
         async with attached_editor(address) as nvim:
             await nvim.exec_lua(LAZY_START, spec, defaults_lazy, str(ROOT))
             assert await nvim.exec_lua(COMMANDS) == loaded
-            await nvim.request("nvim_command", "checkhealth claude_nvim")
+            # :checkhealth waits for `claude-nvim doctor` (up to 30 s: a cold start on a busy
+            # machine takes seconds), longer than a request's usual 5 s.
+            await nvim.request("nvim_command", "checkhealth claude_nvim", timeout=60)
             text = "\n".join(await nvim.request("nvim_buf_get_lines", 0, 0, -1, False))
     assert "No healthcheck found" not in text and "claude-nvim" in text, text
 

@@ -444,7 +444,9 @@ async def test_with_no_claude_nvim_to_run_both_say_how_to_get_one(claude_dir, mo
     args = [a.replace('"cmd": [', '"cmd_unused": [') for a in plugin_args()]
     with headless_nvim(cwd=claude_dir, args=args) as (address, _process):
         async with attached_editor(address) as nvim:
-            await nvim.request("nvim_command", "checkhealth claude_nvim")
+            # :checkhealth waits for `claude-nvim doctor` (up to 30 s: a cold start on a busy
+            # machine takes seconds), longer than a request's usual 5 s.
+            await nvim.request("nvim_command", "checkhealth claude_nvim", timeout=60)
             text = "\n".join(await nvim.request("nvim_buf_get_lines", 0, 0, -1, False))
             await nvim.request("nvim_command", "ClaudeNvim")
             said = await nvim.exec_lua("return vim.api.nvim_buf_get_lines(0, 0, -1, false)")
@@ -460,7 +462,7 @@ async def test_checkhealth_shows_the_doctors_checks(claude_dir):
 
 
 async def checkhealth_shows_the_doctors_checks(user, claude_dir: Path) -> None:
-    await user.request("nvim_command", "checkhealth claude_nvim")
+    await user.request("nvim_command", "checkhealth claude_nvim", timeout=60)
     text = "\n".join(await user.request("nvim_buf_get_lines", 0, 0, -1, False))
     assert f"OK {sys.executable} -m claude_nvim (opts.cmd)" in text
     # The plugin's version (this checkout's) and the one it runs, the same.
@@ -476,7 +478,7 @@ async def checkhealth_shows_the_doctors_checks(user, claude_dir: Path) -> None:
     async with running_app(user.address, lock_directory=claude_dir / "ide") as app, \
             mcp_client(app.port, app.token):
         await eventually(user, "return require('claude_nvim').status() ~= ''")
-        await user.request("nvim_command", "checkhealth claude_nvim")
+        await user.request("nvim_command", "checkhealth claude_nvim", timeout=60)
         text = "\n".join(await user.request("nvim_buf_get_lines", 0, 0, -1, False))
     assert f"OK a claude-nvim server runs for it on port {app.port}, 1 Claude(s) connected" in (
         text)
@@ -491,7 +493,7 @@ async def test_checkhealth_warns_when_it_runs_another_version(claude_dir):
     older.chmod(0o755)
     with headless_nvim(cwd=claude_dir, args=plugin_args(cmd=[str(older)])) as (address, _process):
         async with attached_editor(address) as nvim:
-            await nvim.request("nvim_command", "checkhealth claude_nvim")
+            await nvim.request("nvim_command", "checkhealth claude_nvim", timeout=60)
             text = "\n".join(await nvim.request("nvim_buf_get_lines", 0, 0, -1, False))
     assert "WARNING claude-nvim 0.0.1, Python 3.11.7 at /old/python" in text, text
     assert f"this plugin is claude-nvim {__version__}: run :ClaudeNvimInstall" in text
@@ -501,7 +503,7 @@ async def test_checkhealth_gives_advice_for_what_is_missing(claude_dir, monkeypa
     monkeypatch.setenv("PATH", without_claude())
     with headless_nvim(cwd=claude_dir, args=plugin_args()) as (address, _process):
         async with attached_editor(address) as nvim:
-            await nvim.request("nvim_command", "checkhealth claude_nvim")
+            await nvim.request("nvim_command", "checkhealth claude_nvim", timeout=60)
             text = "\n".join(await nvim.request("nvim_buf_get_lines", 0, 0, -1, False))
     assert "ERROR `claude` is not on PATH" in text
     assert "npm install -g @anthropic-ai/claude-code" in text
