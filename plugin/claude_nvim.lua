@@ -68,6 +68,34 @@ vim.api.nvim_create_autocmd('DiagnosticChanged', { group = group, callback = fun
   require('claude_nvim.code_action').attach(ev.buf)
 end })
 
+-- The states' highlight groups, for statuslines (status_highlight() names the one in force);
+-- default: a colorscheme's or the user's own win. Again after :colorscheme, which clears them.
+local function highlights()
+  for name, link in pairs({ ClaudeNvimWorking = 'DiagnosticInfo',
+                            ClaudeNvimWaiting = 'DiagnosticWarn', ClaudeNvimDone = 'DiagnosticOk',
+                            ClaudeNvimToReview = 'DiagnosticHint' }) do
+    vim.api.nvim_set_hl(0, name, { link = link, default = true })
+  end
+end
+highlights()
+vim.api.nvim_create_autocmd('ColorScheme', { group = group, callback = highlights })
+
+-- <Plug>(claude-nvim-NAME) for the commands a user maps; in Visual mode those that take a
+-- range get the selected lines (':' puts '<,'> before the command).
+for name, cmd in pairs({ toggle = 'ClaudeNvim', focus = 'ClaudeNvimFocus', new = 'ClaudeNvimNew',
+                         switch = 'ClaudeNvimSwitch', send = 'ClaudeNvimSend',
+                         add = 'ClaudeNvimAdd', ['diff-accept'] = 'ClaudeNvimDiffAccept',
+                         ['diff-deny'] = 'ClaudeNvimDiffDeny',
+                         ['hunk-accept'] = 'ClaudeNvimHunkAccept',
+                         ['hunk-reject'] = 'ClaudeNvimHunkReject', review = 'ClaudeNvimReview',
+                         revert = 'ClaudeNvimRevert', ['revert-file'] = 'ClaudeNvimRevert!' }) do
+  local lhs, desc = '<Plug>(claude-nvim-' .. name .. ')', 'claude-nvim: :' .. cmd
+  vim.keymap.set('n', lhs, '<Cmd>' .. cmd .. '<CR>', { desc = desc })
+  if name == 'send' or name == 'add' or name == 'revert' then
+    vim.keymap.set('x', lhs, ':' .. cmd .. '<CR>', { silent = true, desc = desc })
+  end
+end
+
 -- The server starts once a UI is up (opts.start_server), so that Claude connects at once.
 if vim.v.vim_did_enter == 1 and #vim.api.nvim_list_uis() > 0 then
   vim.schedule(function() plugin().start_ahead() end)

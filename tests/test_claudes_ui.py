@@ -210,6 +210,10 @@ async def told(user, text: str) -> int:
     return (await messages(user)).count(text)
 
 
+# The statusline's colour for what status() says (the lualine component in README).
+HIGHLIGHT = "return require('claude_nvim').status_highlight()"
+
+
 async def test_waiting_and_done_are_shown_and_told_when_out_of_sight(user, claude_dir):
     await user.exec_lua(EVENTS)
     await user.request("nvim_command", "ClaudeNvim")
@@ -217,15 +221,19 @@ async def test_waiting_and_done_are_shown_and_told_when_out_of_sight(user, claud
     buf = await eventually(user, "local i = require('claude_nvim.terminal').info()\n"
                                  "return i and i.job and i.buf")
     await status_becomes(user, "Claude")  # connected: no hook yet, nothing is known
+    assert await user.exec_lua(HIGHLIGHT) is None
     # In sight: shown, not told.
     await user.exec_lua(TYPE, 1, "prompt fix the parser")
     await status_becomes(user, "Claude \N{MIDDLE DOT} working")
+    assert await user.exec_lua(HIGHLIGHT) == "ClaudeNvimWorking"
     await user.exec_lua(TYPE, 1, "permission")  # a permission dialog, then its notification
     await status_becomes(user, "Claude \N{MIDDLE DOT} waiting")
+    assert await user.exec_lua(HIGHLIGHT) == "ClaudeNvimWaiting"
     bar, _ = await user.exec_lua(BAR)
     assert bar.strip() == "\N{BLACK RIGHT-POINTING SMALL TRIANGLE}Claude 1 \N{MIDDLE DOT} waiting"
     await user.exec_lua(TYPE, 1, "stop")
     await status_becomes(user, "Claude")
+    assert await user.exec_lua(HIGHLIGHT) == "ClaudeNvimDone"
     assert await user.exec_lua("return _G.events") == [
         ["ClaudeNvimWorking", buf, "working"], ["ClaudeNvimWaiting", buf, "waiting"],
         ["ClaudeNvimDone", buf, "done"]]

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from claude_nvim import __version__
 from claude_nvim._errors import EditorError
 from claude_nvim._mentions.claudes import parent_pid
 from claude_nvim._nvim.headless import find_nvim, headless_nvim
@@ -64,6 +65,82 @@ async def test_the_commands_exist_at_start_up(user):
     messages = await user.exec_lua("return vim.api.nvim_exec2('messages', {output=true}).output")
     assert "no pending diff here" in messages
     assert await user.exec_lua("return require('claude_nvim').status()") == ""
+
+
+# README's keys, mapped as lazy.nvim maps a spec's `keys` (vim.keymap.set, `desc`, `mode`).
+MAP_README_KEYS = """
+for _, key in ipairs(...) do
+  vim.keymap.set(key.mode, key.lhs, key.rhs, { desc = key.desc })
+end
+"""
+
+
+def readme_keys() -> list[dict]:
+    """The `keys` of README's lazy.nvim spec, as Lua would read them."""
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"^  keys = \{\n(.*?)^  \},", readme, re.M | re.S)
+    assert block, "README's full lazy.nvim spec has no `keys = { ... },`"
+    keys = []
+    for lhs, rhs, rest in re.findall(r'\{ "([^"]+)", "([^"]*)",(.*)\},', block.group(1)):
+        modes = re.search(r"mode = \{ (.*?) \}", rest)
+        keys.append({"lhs": lhs, "rhs": rhs, "desc": re.search(r'desc = "([^"]+)"', rest).group(1),
+                     "mode": re.findall(r'"(\w)"', modes.group(1)) if modes else ["n"]})
+    return keys
+
+
+async def test_the_readmes_keys_reach_the_commands_through_plug_mappings(user, claude_dir):
+    keys = readme_keys()
+    assert {"<leader>cc", "<leader>cs", "<leader>ca"} <= {k["lhs"] for k in keys}
+    assert all(k["desc"] for k in keys)  # which-key names them
+    await user.exec_lua(MAP_README_KEYS, keys)
+    for key in keys:
+        for m in key["mode"]:
+            if key["rhs"].startswith("<Plug>"):  # each exists, and runs a command that exists
+                rhs = await user.exec_lua("return vim.fn.maparg(...)", key["rhs"], m)
+                assert re.fullmatch(r"(<Cmd>|:)ClaudeNvim\w*!?<CR>", rhs), (key, m, rhs)
+                name = re.search(r"ClaudeNvim\w*", rhs).group(0)
+                assert await user.exec_lua("return vim.fn.exists(':' .. ...)", name) == 2
+            else:
+                assert key["rhs"] == "" and key["desc"] == "+claude"  # the group, for which-key
+    path = claude_dir / "a.py"
+    path.write_text("".join(f"line {i}\n" for i in range(1, 11)))
+    await user.request("nvim_command", f"edit {path}")
+    await user.request("nvim_input", "\\cc")  # <leader>cc: Claude opens, focused
+    started = await eventually(user, TERMINAL)
+    assert started["shown"] and started["current"]
+    await terminal_mode(user)
+    await user.request("nvim_input", "<C-\\><C-n>")
+    await user.request("nvim_command", "wincmd p")
+    await user.request("nvim_win_set_cursor", 0, [3, 0])
+    await user.request("nvim_input", "Vj\\cs")  # <leader>cs on two lines in Visual mode
+    mentions = claude_dir / "mentions.jsonl"
+    with trio.fail_after(20):
+        while not (mentions.exists() and mentions.read_text().endswith("\n")):
+            await trio.sleep(0.05)
+    assert json.loads(mentions.read_text()) == {"filePath": str(path), "lineStart": 2,
+                                                "lineEnd": 3}
+
+
+STATE_GROUPS = {"ClaudeNvimWorking": "DiagnosticInfo", "ClaudeNvimWaiting": "DiagnosticWarn",
+                "ClaudeNvimDone": "DiagnosticOk", "ClaudeNvimToReview": "DiagnosticHint"}
+LINKS = ("return vim.tbl_map(function(name) return vim.api.nvim_get_hl(0, { name = name }) "
+         "end, { ... })")
+
+
+async def test_the_states_highlight_groups_are_defaults_that_survive_a_colorscheme(tmp_path):
+    """Defined at start-up as defaults: a user's own definition wins, and :colorscheme (which
+    clears every group) leaves them defined."""
+    mine = ("--cmd", "highlight ClaudeNvimWaiting guifg=#ff0000")
+    with headless_nvim(cwd=tmp_path, args=(*mine, *plugin_args())) as (address, _process):
+        async with attached_editor(address) as nvim:
+            groups = dict(zip(STATE_GROUPS, await nvim.exec_lua(LINKS, *STATE_GROUPS),
+                              strict=True))
+            await nvim.request("nvim_command", "colorscheme default")
+            again = await nvim.exec_lua(LINKS, *STATE_GROUPS)
+    assert groups.pop("ClaudeNvimWaiting") == {"fg": 0xFF0000}  # the user's
+    assert {name: g.get("link") for name, g in groups.items()} == {
+        name: STATE_GROUPS[name] for name in groups}
+    assert [g.get("link") for g in again] == list(STATE_GROUPS.values())
 
 
 async def test_toggle_hides_and_shows_the_same_running_claude(user, claude_dir):
@@ -126,6 +203,8 @@ async def test_the_status_says_when_claudes_last_turn_is_to_review(user, claude_
                             started["job"], line)
     await eventually(user, "return require('claude_nvim').status() == "
                            "'Claude · 1 file to review'")
+    assert await user.exec_lua("return require('claude_nvim').status_highlight()") == (
+        "ClaudeNvimToReview")
     await user.request("nvim_input", "<C-\\><C-n>")
     await user.request("nvim_command", "ClaudeNvimReview")
     await eventually(user, "return #vim.api.nvim_list_tabpages() == 2")
@@ -384,7 +463,9 @@ async def checkhealth_shows_the_doctors_checks(user, claude_dir: Path) -> None:
     await user.request("nvim_command", "checkhealth claude_nvim", timeout=WAIT)
     text = "\n".join(await user.request("nvim_buf_get_lines", 0, 0, -1, False))
     assert f"OK {sys.executable} -m claude_nvim (opts.cmd)" in text
-    assert "OK claude-nvim 0." in text and f"at {sys.executable}" in text
+    # The plugin's version (this checkout's) and the one it runs, the same.
+    assert f"claude-nvim {__version__}, this plugin" in text
+    assert f"OK claude-nvim {__version__}, Python " in text and f"at {sys.executable}" in text
     assert f"at {claude_dir / 'bin' / 'claude'}" in text  # the stand-in, on PATH
     version = await user.exec_lua("local v = vim.version() "
                                   "return ('%d.%d.%d'):format(v.major, v.minor, v.patch)")
@@ -399,6 +480,21 @@ async def checkhealth_shows_the_doctors_checks(user, claude_dir: Path) -> None:
         text = "\n".join(await user.request("nvim_buf_get_lines", 0, 0, -1, False))
     assert f"OK a claude-nvim server runs for it on port {app.port}, 1 Claude(s) connected" in (
         text)
+
+
+async def test_checkhealth_warns_when_it_runs_another_version(claude_dir):
+    """After an update whose build did not run, the plugin runs an older claude-nvim."""
+    older = claude_dir / "older-claude-nvim"
+    report = {"ok": True, "checks": [
+        {"ok": True, "what": "claude-nvim 0.0.1, Python 3.11.7 at /old/python", "fix": ""}]}
+    older.write_text(f"#!/bin/sh\necho '{json.dumps(report)}'\n")
+    older.chmod(0o755)
+    with headless_nvim(cwd=claude_dir, args=plugin_args(cmd=[str(older)])) as (address, _process):
+        async with attached_editor(address) as nvim:
+            await nvim.request("nvim_command", "checkhealth claude_nvim", timeout=60)
+            text = "\n".join(await nvim.request("nvim_buf_get_lines", 0, 0, -1, False))
+    assert "WARNING claude-nvim 0.0.1, Python 3.11.7 at /old/python" in text, text
+    assert f"this plugin is claude-nvim {__version__}: run :ClaudeNvimInstall" in text
 
 
 async def test_checkhealth_gives_advice_for_what_is_missing(claude_dir, monkeypatch):

@@ -378,7 +378,7 @@ def test_cli_honours_disable(tmp_path):
     rows = listed(done.stdout)
     for name in ("getOpenEditors", "getDiagnostics", "getLatestSelection"):
         assert rows[name][-1] == "disabled"
-    assert rows["getCurrentSelection"][-1] == "0.1.0"  # no status: enabled
+    assert rows["getCurrentSelection"][-1] == claude_nvim.__version__  # no status: enabled
 
 
 def test_cli_shows_hidden_and_broken_plugins(site):

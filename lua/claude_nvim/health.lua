@@ -47,6 +47,8 @@ function M.check()
   local health = vim.health
   local plugin = require('claude_nvim')
   health.start('claude-nvim')
+  local version = plugin.version()
+  health.info('claude-nvim ' .. (version or '(version unknown)') .. ', this plugin')
   local v = vim.version()
   local neovim = ('Neovim %d.%d.%d, this one'):format(v.major, v.minor, v.patch)
   if vim.fn.has('nvim-0.10') == 1 then
@@ -75,7 +77,11 @@ function M.check()
       { 'reinstall it: :ClaudeNvimInstall' })
   end
   for _, check in ipairs(vim.json.decode(result.stdout).checks or {}) do
-    if check.ok then
+    local runs = type(check.what) == 'string' and check.what:match('^claude%-nvim (%S+),')
+    if runs and version and runs ~= version then
+      health.warn(check.what, { 'this plugin is claude-nvim ' .. version .. ': run '
+        .. ':ClaudeNvimInstall (or update the claude-nvim of opts.cmd or PATH) to match it' })
+    elseif check.ok then
       health.ok(check.what)
     else
       health.error(check.what, check.fix ~= '' and { check.fix } or nil)

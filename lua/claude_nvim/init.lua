@@ -49,24 +49,36 @@ local M = {}
 
 ---@type claude_nvim.Config
 local defaults = {
-  cmd = nil,      -- the claude-nvim to run (a string or a list); nil: the private install, PATH
-  python = nil,   -- the Python for the private install; nil: python3.13 ... python3.11, python3
-  packages = {},  -- tool packages for the private install too (pip specs: paths, git+https://)
+  cmd = nil,                 -- the claude-nvim to run ('path' or { 'cmd', 'arg' }); nil: the
+                             -- private install, else claude-nvim on PATH
+  python = nil,              -- the Python for the private install; nil: python3.14 ... python3
+  packages = {},             -- tool packages for it too: paths, 'git+https://...', PyPI names
   start_server = 'startup',  -- 'startup': once a UI is up; 'first_use': at the first command
-  terminal = { position = 'right', size = 0.4,  -- right left bottom top float tab; <1: a share
-               bar = true },  -- the Claude window's bar: the Claudes, the shown one marked
-  -- open_in: 'tab' or 'current'; layout: 'vertical', 'horizontal' or 'inline'
-  diff = { open_in = 'tab', keep_focus = false, layout = 'vertical' },
-  editor = true,  -- claude's editor (Ctrl+G: the prompt; plans, memory) is this Neovim
-  notify = true,  -- say when a Claude out of sight waits for you or is done
-  bell = false,   -- and ring the terminal's bell
-  remote = { target = nil, args = {} },  -- Claude elsewhere: 'ssh://host/path', 'docker://c/path'
-  -- permission_mode: 'manual' (each edit a diff to answer), 'auto', 'acceptEdits', 'plan' ...;
-  -- nil: claude's own (its settings, else auto: edits are written, :ClaudeNvimReview shows them)
-  claude = { permission_mode = nil, args = {} },
-  prompts = {},  -- :ClaudeNvimPrompt's named prompts, over its own (false: one removed)
-  code_actions = true,  -- "Fix with Claude" and "Explain with Claude" on diagnostics
-  follow = false,  -- true: show the file Claude writes as it writes it; 'all': hidden ones' too
+  terminal = {               -- the Claude window
+    position = 'right',      -- 'right' 'left' 'bottom' 'top' 'float' 'tab'
+    size = 0.4,              -- below 1: a share of the editor; else cells
+    bar = true,              -- its window bar lists the Claudes and their states
+  },
+  diff = {                   -- Claude's proposed edits
+    open_in = 'tab',         -- 'tab': a new tab; 'current': this tab, beside Claude
+    keep_focus = false,      -- true: the cursor stays in Claude's terminal
+    layout = 'vertical',     -- 'vertical', 'horizontal' or 'inline'
+  },
+  editor = true,             -- claude's $VISUAL/$EDITOR (Ctrl+G, plans, memory) is this Neovim
+  notify = true,             -- say when a Claude out of sight waits for you or is done
+  bell = false,              -- and ring the terminal's bell
+  remote = {                 -- Claude on another host or in a container
+    target = nil,            -- 'ssh://[user@]host[:port]/path', 'docker://box/path', nil: here
+    args = {},               -- options of `claude-nvim remote`, e.g. { '--path-map', 'A=B' }
+  },
+  claude = {                 -- how the plugin starts claude
+    permission_mode = nil,   -- 'manual' (each edit a diff), 'auto', 'acceptEdits', 'plan' ...;
+                             -- nil: claude's own (its settings, else auto: no diffs, review)
+    args = {},               -- more arguments for every claude, e.g. { '--model', 'opus' }
+  },
+  prompts = {},              -- :ClaudeNvimPrompt's named prompts, over its own (false: removed)
+  code_actions = true,       -- "Fix with Claude" and "Explain with Claude" on diagnostics
+  follow = false,            -- true: show the file Claude writes; 'all': hidden Claudes' too
 }
 
 --- The options in force: the defaults with setup()'s `opts` over them.
@@ -95,6 +107,18 @@ local SERVER_LUA = vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':p:h
 ---@type fun(msg: string, level?: 'INFO'|'WARN'|'ERROR'): boolean
 M.tell = dofile(SERVER_LUA .. '_core/tell.lua').tell
 local tell = M.tell
+
+--- This checkout's version, claude_nvim.__version__ as its Python part has it (its one home),
+--- or nil when that file cannot be read.
+---@return string|nil
+function M.version()
+  local root = vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':p:h:h:h')
+  local file = io.open(root .. '/src/claude_nvim/__init__.py', 'r')
+  if not file then return nil end
+  local text = file:read('*a')
+  file:close()
+  return text:match('\n__version__ = "([^"]+)"')
+end
 
 --- The directory of the private install (a venv): stdpath('data')/claude-nvim/venv.
 ---@return string
@@ -140,25 +164,49 @@ local function ready_server()
   return info and type(info.claude) == 'table' and info or nil
 end
 
+-- What the Claudes of this Neovim's server show: how many are connected, their entries (the
+-- hooks' states), the diffs waiting for a verdict, the files of the last turn left to review.
+local function shown()
+  local info = server()
+  local count = info and tonumber(info.clients) or 0
+  local diffs, review = M.live('diffs'), M.live('review')
+  return count, info and info.claudes,
+    diffs and diffs.pending and diffs.pending() or 0,
+    review and review.to_review and review.to_review() or 0
+end
+
 --- For statuslines: "" when no Claude is connected, else e.g. "Claude", "Claude · waiting",
 --- "Claude ×2 · Claude 2 waiting", "Claude ×2 · 1 diff" or "Claude · 3 files to review" (its
 --- last turn's changes, until :ClaudeNvimReview).
 ---@return string
 function M.status()
-  local info = server()
-  local count = info and tonumber(info.clients) or 0
+  local count, claudes, pending, files = shown()
   if count == 0 then return '' end
   local text = count > 1 and ('Claude ×' .. count) or 'Claude'
-  local states = require('claude_nvim.claudes').states(info.claudes, count)
+  local states = require('claude_nvim.claudes').states(claudes, count)
   if states then text = text .. ' · ' .. states end
-  local diffs = M.live('diffs')
-  local pending = diffs and diffs.pending and diffs.pending() or 0
   if pending > 0 then text = text .. ' · ' .. pending .. (pending > 1 and ' diffs' or ' diff') end
-  local review = M.live('review')
-  local files = review and review.to_review and review.to_review() or 0
   if files > 0 then text = text .. ' · ' .. files .. (files > 1 and ' files' or ' file')
     .. ' to review' end
   return text
+end
+
+--- The highlight group for status() now: the state that most needs the user first,
+--- 'ClaudeNvimWaiting' (a Claude asks, or a diff waits for a verdict), 'ClaudeNvimToReview',
+--- 'ClaudeNvimWorking', 'ClaudeNvimDone'; nil when no Claude is connected or none is known.
+---@return string|nil
+function M.status_highlight()
+  local count, claudes, pending, files = shown()
+  if count == 0 then return nil end
+  local states = {}
+  for _, entry in ipairs(type(claudes) == 'table' and claudes or {}) do
+    if type(entry) == 'table' and type(entry.state) == 'string' then states[entry.state] = true end
+  end
+  if states.waiting or pending > 0 then return 'ClaudeNvimWaiting' end
+  if files > 0 then return 'ClaudeNvimToReview' end
+  if states.working then return 'ClaudeNvimWorking' end
+  if states.done then return 'ClaudeNvimDone' end
+  return nil
 end
 
 -- The server runs in a job of its own (`claude-nvim serve`), as long as Neovim: one Python

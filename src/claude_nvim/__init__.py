@@ -22,7 +22,7 @@ from ._tool import (
 from .hookspecs import hookimpl
 
 # The only place the version is written: pyproject.toml reads it (dynamic), the server reports it.
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "ConnectionInfo",
