@@ -458,3 +458,12 @@ class HookedClaude:
         await self.fire(self._event("Stop", effort={"level": "medium"}, stop_hook_active=False,
                                     last_assistant_message="Done.", background_tasks=[],
                                     session_crons=[]))
+
+
+async def hooked_claude(app, client, tmp_path: Path) -> HookedClaude:
+    """A stand-in claude speaking through ``client`` with the hooks ``app`` gives its Claudes,
+    once the app has seen that Claude (its hooks' entries)."""
+    with trio.fail_after(WAIT):
+        while not app.hooks.entries():
+            await trio.sleep(0.02)
+    return HookedClaude(client, published_settings(app.claude_args), tmp_path)

@@ -8,7 +8,7 @@ import pytest
 import trio
 
 from claude_nvim._follow import FollowFeature, changed_lines
-from helpers import HookedClaude, edit, eventually, published_settings
+from helpers import edit, eventually, hooked_claude
 
 SHOWN = """
 local buf = vim.api.nvim_win_get_buf(0)
@@ -20,10 +20,7 @@ return { name = vim.api.nvim_buf_get_name(buf), line = vim.api.nvim_win_get_curs
 
 @pytest.fixture
 async def claude(app, client, tmp_path):
-    with trio.fail_after(5):
-        while not app.hooks.entries():
-            await trio.sleep(0.02)
-    return HookedClaude(client, published_settings(app.claude_args), tmp_path)
+    return await hooked_claude(app, client, tmp_path)
 
 
 def test_the_changed_lines_are_the_ones_between_a_common_head_and_tail():

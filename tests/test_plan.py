@@ -10,7 +10,7 @@ import pytest
 import trio
 
 from claude_nvim._hooks import PLAN_TOOL
-from helpers import HookedClaude, eventually, published_settings
+from helpers import HookedClaude, eventually, hooked_claude
 
 PLAN = "# Plan\n\n1. Read the config\n2. Parse it with json\n3. Write the tests\n"
 SHOWN = """local buf = vim.api.nvim_get_current_buf()
@@ -23,10 +23,7 @@ GONE = ("return #vim.api.nvim_list_tabpages() == 1 and not vim.tbl_contains(vim.
 
 @pytest.fixture
 async def claude(app, client, tmp_path):
-    with trio.fail_after(5):
-        while not app.hooks.entries():
-            await trio.sleep(0.02)
-    return HookedClaude(client, published_settings(app.claude_args), tmp_path)
+    return await hooked_claude(app, client, tmp_path)
 
 
 async def asking(claude: HookedClaude, answers: list, *, task_status=trio.TASK_STATUS_IGNORED):

@@ -4,9 +4,8 @@ records, with a stand-in claude running the hooks (helpers.HookedClaude) and a r
 from __future__ import annotations
 
 import pytest
-import trio
 
-from helpers import HookedClaude, edit, eventually, messages, published_settings
+from helpers import edit, eventually, hooked_claude, messages
 
 
 @pytest.fixture
@@ -16,10 +15,7 @@ def ui_size() -> tuple[int, int]:
 
 @pytest.fixture
 async def claude(app, client, tmp_path):
-    with trio.fail_after(5):
-        while not app.hooks.entries():
-            await trio.sleep(0.02)
-    return HookedClaude(client, published_settings(app.claude_args), tmp_path)
+    return await hooked_claude(app, client, tmp_path)
 
 
 async def lines(nvim, buf: int) -> list[str]:

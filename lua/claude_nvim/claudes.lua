@@ -18,23 +18,13 @@ local DEFAULT_TITLE = 'Claude Code'  -- claude's title before a conversation has
 local NAME_BYTES = 256
 
 -- `s` cut to `width` cells, '…' included (also when `cut`: it was longer than `s`). ASCII by
--- the byte; else found by halving, on a string of about NAME_BYTES bytes at most.
+-- the byte; else claude_nvim.tell's cut, on a string of about NAME_BYTES bytes at most.
 local function fit(s, width, cut)
   if not s:find('[\128-\255]') then
     if #s <= width and not cut then return s end
     return s:sub(1, math.min(#s, width - 1)) .. '…'
   end
-  if not cut and vim.fn.strdisplaywidth(s) <= width then return s end
-  local low, high = 0, math.min(vim.fn.strchars(s), width)  -- chars that fit with the '…'
-  while low < high do
-    local mid = math.ceil((low + high) / 2)
-    if vim.fn.strdisplaywidth(vim.fn.strcharpart(s, 0, mid)) <= width - 1 then
-      low = mid
-    else
-      high = mid - 1
-    end
-  end
-  return vim.fn.strcharpart(s, 0, low) .. '…'
+  return require('claude_nvim').fit(cut and s .. '…' or s, width)  -- a cut one always ends in …
 end
 
 -- `s`'s first NAME_BYTES bytes (no character cut in two: its last one goes), and whether more

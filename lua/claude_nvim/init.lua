@@ -105,7 +105,11 @@ local SERVER_LUA = vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':p:h
 
 --- Tell the user `msg`: claude_nvim.tell, the one way (the server's Lua tells the same way).
 ---@type fun(msg: string, level?: 'INFO'|'WARN'|'ERROR'): boolean
-M.tell = dofile(SERVER_LUA .. '_core/tell.lua').tell
+local telling = dofile(SERVER_LUA .. '_core/tell.lua')
+M.tell = telling.tell
+--- `s` cut to at most `width` screen cells, '…' included (claude_nvim.tell's one cut).
+---@type fun(s: string, width: integer): string
+M.fit = telling.fit
 local tell = M.tell
 
 --- This checkout's version, claude_nvim.__version__ as its Python part has it (its one home),
