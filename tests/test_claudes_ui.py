@@ -12,7 +12,7 @@ from pathlib import Path
 import trio
 
 from claude_nvim.testing import mcp_client
-from helpers import WAIT, PendingDiff, diff_args, eventually, handed_over, messages, mode
+from helpers import WAIT, PendingDiff, diff_args, eventually, handed_over, messages
 from plugin_kit import TABLINE, claudes_started
 
 # Type `text` (and Enter) into Claude `n`'s terminal.
@@ -162,7 +162,7 @@ async def test_switch_with_several_claudes_picks_one(user, claude_dir):
         await user.request("nvim_command", command)
         assert await user.exec_lua("local i = require('claude_nvim.terminal').info()\n"
                                    "return vim.b[i.buf].claude_nvim_terminal") == shown
-        assert await mode(user) == "t"
+        await eventually(user, "return vim.api.nvim_get_mode().mode == 't'")
     assert "next" in await user.exec_lua(
         "return vim.fn.getcompletion('ClaudeNvimSwitch ', 'cmdline')")
     assert "E5108" not in await messages(user)

@@ -21,7 +21,7 @@ from claude_nvim._errors import EditorError
 from claude_nvim._mentions.claudes import parent_pid
 from claude_nvim._nvim.headless import find_nvim, headless_nvim
 from claude_nvim.testing import attached_editor, mcp_client, running_app
-from helpers import WAIT, PendingDiff, diff_args, eventually, handed_over, mode
+from helpers import WAIT, PendingDiff, diff_args, eventually, handed_over
 from plugin_kit import (
     ROOT,
     TABLINE,
@@ -162,7 +162,7 @@ async def test_toggle_hides_and_shows_the_same_running_claude(user, claude_dir):
     await user.request("nvim_command", "ClaudeNvim")  # the same terminal, back
     shown = await user.exec_lua(TERMINAL)
     assert shown["current"] and shown["buf"] == first["buf"] and shown["job"] == first["job"]
-    assert await mode(user) == "t"
+    await eventually(user, "return vim.api.nvim_get_mode().mode == 't'")
     await user.request("nvim_command", "ClaudeNvimFocus")  # back to the file
     assert not (await user.exec_lua(TERMINAL))["current"]
     await user.request("nvim_command", "ClaudeNvimFocus")
@@ -235,7 +235,8 @@ async def test_several_claudes_take_turns_in_the_claude_window(user, claude_dir)
     two = await user.exec_lua(CLAUDES)
     assert two["win"] == two["here"] == one["win"] and two["wins"] == 2
     assert [c["name"] for c in two["claudes"]] == ["Claude 1", "Claude 2"]
-    assert two["current"] == two["claudes"][1]["buf"] and await mode(user) == "t"
+    assert two["current"] == two["claudes"][1]["buf"]
+    await eventually(user, "return vim.api.nvim_get_mode().mode == 't'")
     assert two["bufs"] == one["bufs"] + 1  # naming it left no buffer behind
     first, second = await claudes_started(claude_dir, 2)
     assert second["argv"][4:] == ["--two"] and alive(first["pid"]) and alive(second["pid"])
@@ -250,7 +251,7 @@ async def test_several_claudes_take_turns_in_the_claude_window(user, claude_dir)
         now = await user.exec_lua(CLAUDES)
         assert now["current"] == now["claudes"][shown]["buf"], command
         assert now["win"] == now["here"] == one["win"] and now["wins"] == 2, command
-        assert await mode(user) == "t", command
+        await eventually(user, "return vim.api.nvim_get_mode().mode == 't'")
     assert all(c["running"] for c in now["claudes"])
     await user.request("nvim_command", "ClaudeNvimSwitch 7")
     assert await user.exec_lua(MESSAGES_WITH, "no Claude 7 (running: 1, 2)")
@@ -262,7 +263,7 @@ async def test_several_claudes_take_turns_in_the_claude_window(user, claude_dir)
     await user.request("nvim_command", "ClaudeNvim")  # and shows it again
     shown = await user.exec_lua(CLAUDES)
     assert shown["win"] == shown["here"] and shown["current"] == one["current"]
-    assert await mode(user) == "t"
+    await eventually(user, "return vim.api.nvim_get_mode().mode == 't'")
     # Claude 1 exits: its window closes; Claude 2 runs on and is the one :ClaudeNvim shows.
     first_job = next(c["job"] for c in shown["claudes"] if c["name"] == "Claude 1")
     await user.exec_lua("vim.fn.chansend(select(1, ...), 'exit\\r')", first_job)
@@ -281,7 +282,8 @@ async def test_several_claudes_take_turns_in_the_claude_window(user, claude_dir)
     await user.request("nvim_command", "ClaudeNvim")
     back = await user.exec_lua(CLAUDES)
     assert back["current"] == left["claudes"][0]["buf"] == back["claudes"][0]["buf"]
-    assert back["win"] == back["here"] and await mode(user) == "t"
+    assert back["win"] == back["here"]
+    await eventually(user, "return vim.api.nvim_get_mode().mode == 't'")
     await user.exec_lua("vim.fn.chansend(select(1, ...), 'exit\\r')", back["claudes"][0]["job"])
     await eventually(user, "return require('claude_nvim.terminal').info() == nil")
     assert not alive(second["pid"])
@@ -577,7 +579,7 @@ async def test_keep_focus_leaves_the_cursor_in_the_terminal(user, claude_dir):
         await eventually(user, "for _, b in ipairs(vim.api.nvim_list_bufs()) do "
                                "if vim.b[b].claude_nvim_proposal then return true end end")
         assert await user.exec_lua("return vim.api.nvim_get_current_win()") == terminal
-        assert await mode(user) == "t"
+        await eventually(user, "return vim.api.nvim_get_mode().mode == 't'")
         nursery.cancel_scope.cancel()
 
 
