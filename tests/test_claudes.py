@@ -9,7 +9,9 @@ import sys
 
 import pytest
 
-from claude_nvim._mentions.claudes import Claude, Claudes, Terminal, holds_socket, parent_pid
+from claude_nvim import ConnectionInfo
+from claude_nvim._claudes import Claude, Claudes, Terminal
+from claude_nvim._claudes.processes import holds_socket, parent_pid
 
 # A made-up process tree: 100 (nvim) -> 200 (terminal job: claude-nvim claude) -> 201 (claude);
 # 100 -> 300 (terminal job: a shell) -> 301 (claude); 400 runs outside Neovim.
@@ -19,6 +21,25 @@ TERMINALS = [Terminal(buffer=5, job_pid=200), Terminal(buffer=9, job_pid=300)]
 
 def claudes() -> Claudes:
     return Claudes(parent_of=PARENTS.get)
+
+
+def listening(registry: Claudes, connection_id: int, pid: int | None,
+              terminal: Terminal | None = None, proven: bool | None = None) -> Claude:
+    """The record of a Claude on connection ``connection_id`` that says it is ``pid``, found in
+    ``terminal``, listening."""
+    claude = registry.add(ConnectionInfo(connection_id, client_pid=pid))
+    claude.terminal, claude.proven, claude.listening = terminal, proven, True
+    return claude
+
+
+def record(connection_id: int, pid: int | None, terminal: Terminal | None = None,
+           proven: bool | None = None) -> Claude:
+    """A Claude's record, in no registry."""
+    return Claude(ConnectionInfo(connection_id, client_pid=pid), terminal, proven)
+
+
+READY = range(100)
+"""Every connection id: all are ready for a mention."""
 
 
 def test_a_claude_belongs_to_the_terminal_its_process_descends_from():
@@ -31,42 +52,43 @@ def test_a_claude_belongs_to_the_terminal_its_process_descends_from():
 
 def test_the_mention_goes_to_the_claude_of_the_terminal_visited_last():
     registry = claudes()
-    first = Claude(1, 201, registry.terminal_of(201, TERMINALS))
-    second = Claude(2, 301, registry.terminal_of(301, TERMINALS))
-    registry.add(first)
-    registry.add(second)
-    assert registry.mention_target([5, 9]) is first
-    assert registry.mention_target([9, 5]) is second
+    first = listening(registry, 1, 201, registry.terminal_of(201, TERMINALS))
+    second = listening(registry, 2, 301, registry.terminal_of(301, TERMINALS))
+    assert registry.mention_target([5, 9], READY) is first
+    assert registry.mention_target([9, 5], READY) is second
     # A terminal without a Claude (its claude exited) is passed over.
     registry.remove(2)
-    assert registry.mention_target([9, 5]) is first
+    assert registry.mention_target([9, 5], READY) is first
+    # So is a Claude that is not ready for mentions (its outbox closed).
+    assert registry.mention_target([5], {2}) is None
 
 
 def test_with_no_visited_terminal_the_latest_claude_gets_it():
     registry = claudes()
-    assert registry.mention_target([]) is None
-    registry.add(Claude(1, 201, TERMINALS[0]))
-    registry.add(Claude(2, 400, None))
-    assert registry.mention_target([]).connection_id == 2
-    assert registry.mention_target([42]).connection_id == 2  # a terminal of no Claude
+    assert registry.mention_target([], READY) is None
+    listening(registry, 1, 201, TERMINALS[0])
+    listening(registry, 2, 400, None)
+    assert registry.mention_target([], READY).id == 2
+    assert registry.mention_target([42], READY).id == 2  # a terminal of no Claude
 
 
 def test_the_latest_to_connect_is_by_connection_not_by_when_it_was_identified():
     registry = Claudes(parent_of=lambda pid: None)
-    registry.add(Claude(2, 400))  # identified first, connected second
-    registry.add(Claude(1, 300))
-    assert registry.mention_target([]).connection_id == 2
+    listening(registry, 2, 400)  # identified first, connected second
+    listening(registry, 1, 300)
+    assert registry.mention_target([], READY).id == 2
 
 
 def test_labels_name_the_terminal_else_the_pid():
-    assert Claude(1, 201, TERMINALS[0]).label() == "the Claude in terminal buffer 5"
-    assert Claude(2, 400).label() == "the Claude with pid 400"
+    assert record(1, 201, TERMINALS[0]).describe() == "the Claude in terminal buffer 5"
+    assert record(2, 400).describe() == "the Claude with pid 400"
     ours = Terminal(buffer=7, job_pid=200, name="/w/Claude 2", label="Claude 2")  # the plugin's
-    assert Claude(3, 201, ours).label() == "Claude 2"
+    assert record(3, 201, ours).describe() == "Claude 2"
     named = Terminal(buffer=9, job_pid=300, name="build")  # a terminal the user named
-    assert Claude(5, 301, named).label() == "the Claude in build"
+    assert record(5, 301, named).describe() == "the Claude in build"
     plain = Terminal(buffer=8, job_pid=200, name="term:///tmp//200:claude")
-    assert Claude(4, 201, plain).label() == "the Claude in terminal buffer 8"
+    assert record(4, 201, plain).describe() == "the Claude in terminal buffer 8"
+    assert record(6, None).describe() == "Claude #6"
 
 
 def test_the_real_parent_of_a_real_process():
@@ -84,20 +106,25 @@ def test_a_claimed_pid_is_believed_only_if_its_process_tree_holds_the_connection
     # 201 descends from terminal 5's job; whether its tree holds the connection decides.
     for proof, terminal in ((True, TERMINALS[0]), (None, TERMINALS[0]), (False, None)):
         registry = Claudes(parent_of=PARENTS.get, holds=lambda pid, c, s, proof=proof: proof)
-        claude = registry.identify(1, 201, TERMINALS, ("127.0.0.1", 5000), ("127.0.0.1", 80))
+        claude = registry.add(ConnectionInfo(1, client_pid=201))
+        registry.locate(claude, TERMINALS, ("127.0.0.1", 5000), ("127.0.0.1", 80))
         assert (claude.terminal, claude.proven) == (terminal, proof)
-    # Disproven, its pid names nobody to the user.
-    assert Claude(1, 201, None, proven=False).label() == "Claude #1"
+    # Disproven, its pid names nobody to the user, nor to Neovim.
+    assert record(1, 201, None, proven=False).describe() == "Claude #1"
+    assert "pid" not in record(1, 201, None, proven=False).entry()
 
 
 def test_unproven_a_claim_on_the_terminal_of_a_connected_claude_is_refused():
     registry = claudes()
-    first = Claude(1, 201, TERMINALS[0], proven=None)
+    first = record(1, 201, TERMINALS[0], proven=None)
     assert registry.disputed(first) is None
-    registry.add(first)
-    assert registry.disputed(Claude(2, 200, TERMINALS[0], proven=None)) is first
-    assert registry.disputed(Claude(3, 200, TERMINALS[0], proven=True)) is None  # proven
-    assert registry.disputed(Claude(4, 301, TERMINALS[1], proven=None)) is None  # another
+    first = listening(registry, 1, 201, TERMINALS[0])
+    assert registry.disputed(record(2, 200, TERMINALS[0], proven=None)) is first
+    assert registry.disputed(record(3, 200, TERMINALS[0], proven=True)) is None  # proven
+    assert registry.disputed(record(4, 301, TERMINALS[1], proven=None)) is None  # another
+    # One connected but not listening yet claims nothing.
+    registry.add(ConnectionInfo(5, client_pid=301)).terminal = TERMINALS[1]
+    assert registry.disputed(record(6, 300, TERMINALS[1], proven=None)) is None
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")

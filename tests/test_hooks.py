@@ -260,9 +260,9 @@ async def test_an_interrupt_seen_in_the_transcript_ends_the_turn(app, client, nv
     await claude.prompt("Go.")
     (claude_id,) = [c["id"] for c in app.hooks.entries()]
     with trio.fail_after(10):  # the server looked at it since
-        while app.hooks._claudes[claude_id].transcript_size != transcript.stat().st_size:
+        while app.claudes.get(claude_id).transcript_size != transcript.stat().st_size:
             await trio.sleep(0.05)
-    assert app.hooks._claudes[claude_id].state == "working"
+    assert app.claudes.get(claude_id).state == "working"
     await claude.ask_permission("Bash", {"command": "sleep 100"})
     await state_of(nvim, "waiting")
     with transcript.open("a") as f:

@@ -17,6 +17,7 @@ LAYERS: list[tuple[str, set[str], bool]] = [
     ("the transports: Neovim's RPC, the CLI's WebSocket", {"_nvim", "_wire"}, True),
     ("the tool API", {"_tool", "hookspecs", "_plugins"}, False),
     ("what a feature is", {"_feature"}, False),
+    ("the Claudes: one record each, their registry", {"_claudes"}, False),
     ("the features", {"_core", "_selection", "_diffs", "_mentions", "_bufsync", "_lsp",
                       "_hooks", "_review", "_writes", "_follow"}, True),
     ("the built-in tools", {"tools"}, False),

@@ -17,8 +17,8 @@ import pytest
 import trio
 
 from claude_nvim import __version__
+from claude_nvim._claudes.processes import parent_pid
 from claude_nvim._errors import EditorError
-from claude_nvim._mentions.claudes import parent_pid
 from claude_nvim._nvim.headless import find_nvim, headless_nvim
 from claude_nvim.testing import attached_editor, mcp_client, running_app
 from helpers import WAIT, PendingDiff, diff_args, eventually, handed_over

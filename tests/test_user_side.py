@@ -186,7 +186,7 @@ async def test_unproven_two_claudes_claiming_one_terminal_the_first_keeps_it(app
                                                                             tmp_path):
     # Off Linux (here: the proof replaced by one that cannot tell), a pid is taken at its
     # word, but a second Claude claiming a terminal a connected Claude runs in gets none.
-    app.outboxes.claudes.holds = lambda pid, client, server: None
+    app.claudes.holds = lambda pid, client, server: None
     await nvim.request("nvim_command", f"edit {tmp_path / 'some.txt'}")
     await nvim.request("nvim_command", "botright split | terminal sleep 60")
     buf, pid = await nvim.exec_lua("return {vim.api.nvim_get_current_buf(), "
@@ -217,7 +217,7 @@ async def test_a_terminal_whose_job_ended_runs_no_claude(app, nvim):
     ended = await nvim.request("nvim_get_current_buf")
     await nvim.exec_lua("vim.fn.jobwait({vim.bo[...].channel}, 5000)", ended)
     assert await nvim.exec_lua("return vim.b[...].terminal_job_pid ~= nil", ended)
-    terminals = await nvim.exec_lua("return require('claude_nvim.mentions').terminals()")
+    terminals = await nvim.exec_lua("return require('claude_nvim.core').terminals()")
     assert [t["buf"] for t in terminals] == [running]
 
 

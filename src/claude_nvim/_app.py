@@ -26,6 +26,7 @@ from . import _lockfile as lockfile
 from . import _mentions as mentions
 from ._big_reads import BigReads
 from ._bufsync import BufsyncFeature
+from ._claudes import Claude, Claudes
 from ._core import CommandsFeature, CoreFeature, max_file_bytes
 from ._diffs import DiffRegistry, DiffsFeature
 from ._errors import EditorGone, EditorTimeout
@@ -37,7 +38,6 @@ from ._lsp import LspFeature
 from ._lsp.replies import Replies
 from ._mcp import McpSession
 from ._mentions import MentionsFeature
-from ._mentions.claudes import Claude, Terminal
 from ._mentions.outboxes import Outboxes
 from ._nvim import lua
 from ._nvim.editor import Editor, parse_address
@@ -67,8 +67,6 @@ FIRST_PUSH_DELAY = 0.5
 """Seconds after a client's first tools/list before its first notification: the CLI drops
 notifications that arrive before it has registered its handlers."""
 PING_INTERVAL, PONG_TIMEOUT = 30.0, 60.0
-PROOF = {True: "holds the connection", False: "does not hold the connection", None: "unproven"}
-"""What the server's log says of a Claude's pid (:func:`~._mentions.claudes.holds_socket`)."""
 CLIENT_VERSION = dict(zip(("major", "minor", "patch"), map(int, re.findall(r"\d+", VERSION)),
                           strict=False))
 """The package version as nvim_set_client_info takes it: "0.1.0" is major 0, minor 1, patch 0."""
@@ -78,7 +76,7 @@ def built_in(*, max_file_bytes: int, on_folders: Callable[[list[str]], None],
              diff_registry: DiffRegistry, outboxes: Outboxes, replies: Replies,
              hooks: Hooks, writes: WritesFeature) -> list[Feature]:
     """The features the App runs, in order: core first (the others' Lua requires it)."""
-    review, follow = ReviewFeature(max_file_bytes, hooks.label_of), FollowFeature(max_file_bytes)
+    review, follow = ReviewFeature(max_file_bytes, hooks.claudes), FollowFeature(max_file_bytes)
     hooks.listeners += [review.on_hook, follow.on_hook]
     return [CoreFeature(max_file_bytes, on_folders), LspFeature(replies), SelectionFeature(),
             DiffsFeature(diff_registry), MentionsFeature(outboxes), CommandsFeature(),
@@ -163,7 +161,9 @@ class App:
         self.diffs = DiffRegistry()
         self.big_reads = BigReads()
         self.replies = Replies()
-        self.hooks = Hooks()
+        self.claudes = Claudes()
+        """The Claudes connected to the IDE endpoint: one record each."""
+        self.hooks = Hooks(self.claudes)
         self.port = 0
         self.lock_path: Path | None = None
         self.environment: dict[str, str] = {}
@@ -173,7 +173,7 @@ class App:
         self._claude_files: list[Path] = []
         self._lock_pid = os.getpid()
         self._connection_ids = itertools.count(1)
-        self.outboxes = Outboxes(mention_queue_seconds, self._tell)
+        self.outboxes = Outboxes(mention_queue_seconds, self._tell, self.claudes)
         self.writes = WritesFeature(remote, self.max_file_bytes)
         """Files written here reach Neovim's buffers (when it is elsewhere)."""
         self.features: list[Feature] = built_in(
@@ -376,7 +376,8 @@ class App:
         try:
             async with trio.open_nursery() as nursery:
                 if endpoint == "ide":  # the model endpoint is a plain MCP server
-                    nursery.start_soon(self._notify_client, ws, session)
+                    claude = self.claudes.add(connection)
+                    nursery.start_soon(self._notify_client, ws, session, claude)
                 nursery.start_soon(self._keep_alive, ws)
                 await ws.serve(Workers(nursery, partial(self._answer, ws, session)).submit)
                 nursery.cancel_scope.cancel()  # in-flight calls have nobody to answer to
@@ -384,6 +385,7 @@ class App:
             log.info("client %d disconnected (%s)", connection.id, ws.closed)
             for feature in self.features:
                 await feature.disconnected(self.editor, connection.id)
+            self.claudes.remove(connection.id)  # the features have let go of it
 
     def _context(self, tool: Tool, connection: ConnectionInfo) -> ToolContext:
         editor: Editor = self.editor
@@ -408,19 +410,16 @@ class App:
             return False
         return True
 
-    async def _notify_client(self, ws: Connection, session: McpSession) -> None:
+    async def _notify_client(self, ws: Connection, session: McpSession, claude: Claude) -> None:
         """Send a client its notifications once it listens: each feature's, and the outbox's."""
         await session.tools_listed.wait()
         await trio.sleep(FIRST_PUSH_DELAY)
         send = partial(self._send, ws)
-        claude, keeper = await self._identify(session.connection, ws)
+        await self.claudes.identify(claude, self.editor, ws.stream.socket,
+                                    local=not self.remote and self.advertise is None)
         try:
             with self.outboxes.open(claude) as inbox:
                 async with trio.open_nursery() as nursery:
-                    if keeper is not None:
-                        nursery.start_soon(self._tell, f"two Claudes claim one terminal: "
-                                           f"{keeper.label()} keeps it; the other is "
-                                           f"{claude.label()}", "WARN")
                     nursery.start_soon(self._tell_clients, True)
                     for feature in self.features:
                         nursery.start_soon(feature.push, send)
@@ -431,45 +430,6 @@ class App:
         finally:  # mostly reached by cancellation: the client went away
             with trio.CancelScope(shield=True):
                 await self._tell_clients(False)
-
-    async def _identify(self, connection: ConnectionInfo, ws: Connection
-                        ) -> tuple[Claude, Claude | None]:
-        """The Claude on ``connection``, with the Neovim terminal it runs in if any; and the
-        Claude that keeps that terminal when this one claims it without proof (it then runs
-        in none)."""
-        terminals: list[Terminal] = []
-        # A remote Claude's pid is another host's: no terminal of Neovim runs it.
-        if connection.client_pid is not None and not self.remote and self.advertise is None:
-            with contextlib.suppress(Exception):
-                found = await self.editor.call_lua(mentions.MODULE, "terminals")
-                terminals = [Terminal(t["buf"], t["pid"], str(t.get("name", "")),
-                                      str(t.get("label") or ""))
-                             for t in found if isinstance(t, dict)
-                             and isinstance(t.get("buf"), int) and isinstance(t.get("pid"), int)]
-        try:
-            client, server = ws.stream.socket.getpeername()[:2], ws.stream.socket.getsockname()[:2]
-        except OSError:  # gone already
-            client = server = None
-        # In a thread: it reads /proc (off Linux, a parent pid is a `ps` run away).
-        claudes = self.outboxes.claudes
-        claude = await trio.to_thread.run_sync(claudes.identify, connection.id,
-                                               connection.client_pid, terminals, client, server)
-        # No checkpoint from here until it is added (Outboxes.open): nobody else claims now.
-        keeper = claudes.disputed(claude)
-        if keeper is not None:
-            claude.terminal = None
-        if claude.proven is False:
-            log.warning("client %d says it is pid %s, which does not hold its connection: "
-                        "it is matched to no terminal", connection.id, connection.client_pid)
-        connection.label = claude.label()
-        connection.terminal = claude.terminal.buffer if claude.terminal else None
-        log.info("client %d is %s (pid %s: %s)", connection.id, connection.label,
-                 connection.client_pid, PROOF[claude.proven])
-        self.hooks.listening(connection.id,
-                             pid=connection.client_pid if claude.proven is not False else None,
-                             terminal=connection.terminal,
-                             label=connection.label)
-        return claude, keeper
 
     async def _tell_clients(self, connected: bool) -> None:
         """Tell Neovim how many Claudes listen now (statuslines, User autocmds)."""

@@ -10,7 +10,7 @@
 --    show, and what Neovim last saw of each file), claude_nvim.codec (a file's bytes as the
 --    text Neovim reads), claude_nvim.tell (the one way to tell the user).
 -- 2. The server's lifecycle (at the end of this file), never called by tools: setup, publish,
---    ready, clients, stop, unload, and live_server, the one test of a live server (the
+--    ready, clients, terminals, stop, unload, and live_server, the one test of a live server (the
 --    server's claim, the Neovim plugin and the doctor ask it).
 local api = vim.api
 local uv = vim.uv or vim.loop
@@ -539,6 +539,25 @@ function M.clients(count, connected)
   vim.g.claude_nvim_server = info
   pcall(api.nvim_exec_autocmds, 'User', { modeline = false, data = { clients = count },
     pattern = connected and 'ClaudeNvimConnected' or 'ClaudeNvimDisconnected' })
+end
+
+--- The terminal buffers running a job: {buf, pid, name, label} (a Claude's pid descends from
+--- one: the server's `_claudes` finds which); label: what the Neovim plugin calls the Claude
+--- it runs there ("Claude 2"). A terminal whose job ended keeps its pid, which a later
+--- process may get: it is not one of them.
+---@return {buf: integer, pid: integer, name: string, label: string|nil}[]
+function M.terminals()
+  local found = {}
+  for _, buf in ipairs(api.nvim_list_bufs()) do
+    local pid = vim.bo[buf].buftype == 'terminal' and vim.b[buf].terminal_job_pid
+    local chan = pid and vim.bo[buf].channel or 0
+    if chan > 0 and vim.fn.jobwait({ chan }, 0)[1] == -1 then  -- -1: still running
+      local n = vim.b[buf].claude_nvim_terminal
+      found[#found + 1] = { buf = buf, pid = pid, name = api.nvim_buf_get_name(buf),
+                            label = n and ('Claude ' .. n) or nil }
+    end
+  end
+  return found
 end
 
 --- Core's own half of switching off: its autocmds, the server mark, the port in the

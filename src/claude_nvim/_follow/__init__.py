@@ -21,6 +21,7 @@ from .._feature import JSON, Feature, NotificationHandler
 from .._nvim.lua import shared_module
 
 if TYPE_CHECKING:
+    from .._claudes import Claude
     from .._nvim.editor import Editor
 
 log = logging.getLogger(__name__)
@@ -91,11 +92,12 @@ class FollowFeature(Feature):
         if not self.on:
             self._writing.clear()
 
-    async def on_hook(self, claude: JSON, event: JSON) -> None:
+    async def on_hook(self, claude: Claude, event: JSON) -> None:
         name, path = event["name"], event["path"]
         if not self.on or self._editor is None or event["tool"] not in FILE_TOOLS or not path \
                 or name not in ("PreToolUse", "PostToolUse"):
             return
+        who = claude.entry()  # as it is at this hook
         data = await trio.to_thread.run_sync(read, path, self.max_file_bytes)
         where = self.paths.to_neovim(path)
         if name == "PreToolUse":
@@ -103,8 +105,8 @@ class FollowFeature(Feature):
                 self._writing.clear()
             self._writing[event["tool_use"]] = data
             # Never awaited: a busy Neovim must not hold claude's tool call up.
-            self._editor.call_lua_soon(MODULE, "writing", claude, where)
+            self._editor.call_lua_soon(MODULE, "writing", who, where)
         else:
             lines = changed_lines(self._writing.pop(event["tool_use"], None), data)
-            self._editor.call_lua_soon(MODULE, "written", claude, where,
+            self._editor.call_lua_soon(MODULE, "written", who, where,
                                        list(lines) if lines else None)

@@ -4,10 +4,11 @@ the Claude itself.
 A ``claude`` started by claude-nvim gets :func:`claude_settings` with ``--settings``: hooks of
 ``type: "mcp_tool"`` on the server ``"ide"``, so that each hook is a ``tools/call`` of the
 hidden tool :data:`TOOL` on the IDE connection that claude already has, authenticated and
-attributed to that connection's Claude (docs/protocol.md). :class:`Hooks` keeps each listening
-Claude's state, publishes it into Neovim (``hooks.lua``: ``vim.g.claude_nvim_server.claudes``
-and ``User ClaudeNvimWorking`` / ``ClaudeNvimWaiting`` / ``ClaudeNvimDone``) and hands every
-event to its listeners (the review of Claude's turns). A hook never waits for Neovim: claude
+attributed to that connection's Claude (docs/protocol.md). :class:`Hooks` keeps each Claude's
+state in its record (:class:`~claude_nvim._claudes.Claude`), publishes it into Neovim
+(``hooks.lua``: ``vim.g.claude_nvim_server.claudes`` and ``User ClaudeNvimWorking`` /
+``ClaudeNvimWaiting`` / ``ClaudeNvimDone``) and hands every event to its listeners (the review
+of Claude's turns). A hook never waits for Neovim: claude
 waits for its answer on every tool call.
 """
 
@@ -19,14 +20,16 @@ import os
 import stat
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from dataclasses import asdict, dataclass
+from typing import Any
 
 import trio
 
+from .._claudes import Claude, Claudes, State
 from .._feature import JSON, Feature
 from .._nvim.editor import Editor
 from .._nvim.lua import shared_module
+from .._tool import ConnectionInfo
 from .._wire import jsontext
 from .._wire.constants import FILE_TOOLS
 
@@ -62,10 +65,6 @@ PLAN_TIMEOUT_SECONDS = 3600
 FILE_MATCHER = "|".join(FILE_TOOLS)
 """The hooks' matcher for the tools that write a file, whose text the server keeps before
 they run."""
-
-State = Literal["unknown", "working", "waiting", "done"]
-STATES: tuple[State, ...] = ("unknown", "working", "waiting", "done")
-"""``unknown``: no hook came yet (a claude started some other way has none), never a guess."""
 
 
 def _hook(event: str, fields: Mapping[str, str]) -> JSON:
@@ -142,36 +141,6 @@ class HookEvent:
                    interrupt=text("interrupt") == "true", transcript=text("transcript"))
 
 
-@dataclass
-class ClaudeState:
-    """One Claude as Neovim is told of it (``vim.g.claude_nvim_server.claudes``)."""
-
-    id: int
-    """Its connection's id."""
-    state: State = "unknown"
-    since: float = field(default_factory=time.time)
-    terminal: int | None = None
-    """The Neovim terminal buffer it runs in, if any."""
-    pid: int | None = None
-    label: str = ""
-    turns: int = 0
-    """Prompts it was given (UserPromptSubmit) since it connected."""
-    listening: bool = False
-    transcript: str = ""
-    """Its session's transcript, where an interrupt is seen (no hook says so)."""
-    transcript_size: int = -1
-    last_hook: float = 0.0
-
-    def entry(self) -> JSON:
-        entry: JSON = {"id": self.id, "state": self.state, "since": self.since,
-                       "label": self.label, "turns": self.turns}
-        if self.terminal is not None:
-            entry["terminal"] = self.terminal
-        if self.pid is not None:
-            entry["pid"] = self.pid
-        return entry
-
-
 INTERRUPTED = "Interrupted"
 """Not claude's: the server saw in the transcript that the user interrupted the turn (Esc,
 or a permission refused in claude's terminal)."""
@@ -188,16 +157,18 @@ NEXT_STATE: dict[str, State] = {
 }
 NOTIFICATION_STATE: dict[str, State] = {"permission_prompt": "waiting", "idle_prompt": "done"}
 
-Listener = Callable[[JSON, JSON], Awaitable[None]]
-"""Gets each hook, after the state changed: that Claude's entry and the event (a
+Listener = Callable[[Claude, JSON], Awaitable[None]]
+"""Gets each hook, after the state changed: that Claude's record and the event (a
 :class:`HookEvent` as a dict: the features do not import one another)."""
 
 
 class Hooks:
-    """The listening Claudes' states, and who hears of each hook."""
+    """The Claudes' states from their hooks (in their records), and who hears of each hook."""
 
-    def __init__(self, push_seconds: float = PUSH_SECONDS) -> None:
-        self._claudes: dict[int, ClaudeState] = {}
+    def __init__(self, claudes: Claudes | None = None,
+                 push_seconds: float = PUSH_SECONDS) -> None:
+        self.claudes = claudes if claudes is not None else Claudes()
+        self.claudes.listeners.append(self._listening)
         self._editor: Editor | None = None
         self.push_seconds = push_seconds
         self._unpushed: dict[int, bool] = {}
@@ -208,21 +179,10 @@ class Hooks:
         """Awaited in order on each hook, before claude gets its answer (a PreToolUse's
         listener may keep the file as it is before the tool writes it)."""
 
-    def label_of(self, claude_id: int) -> str:
-        """How the user knows the Claude of connection ``claude_id`` ("" before it listens)."""
-        claude = self._claudes.get(claude_id)
-        return claude.label if claude is not None else ""
-
     def entries(self) -> list[JSON]:
-        return [c.entry() for c in self._claudes.values() if c.listening]
+        return [c.entry() for c in self.claudes if c.listening]
 
-    def _claude(self, claude_id: int) -> ClaudeState:
-        claude = self._claudes.get(claude_id)
-        if claude is None:
-            claude = self._claudes[claude_id] = ClaudeState(claude_id)
-        return claude
-
-    def _publish(self, claude: ClaudeState, event: bool) -> None:
+    def _publish(self, claude: Claude, event: bool) -> None:
         # Pushed by push_states, never awaited: a busy Neovim must not hold claude's tool
         # call up, and a flood of hooks must not become a flood of messages.
         if claude.listening:
@@ -238,30 +198,31 @@ class Hooks:
             self._wake = trio.Event()
             unpushed, self._unpushed = self._unpushed, {}
             for claude_id, changed in unpushed.items():
-                claude = self._claudes.get(claude_id)
+                claude = self.claudes.get(claude_id)
                 if claude is None or self._editor is None:
                     continue
                 self._editor.call_lua_soon(MODULE, "update", claude.entry(), changed)
             await trio.sleep(self.push_seconds)
 
-    def listening(self, claude_id: int, *, pid: int | None, terminal: int | None,
-                  label: str) -> None:
+    def _listening(self, claude: Claude) -> None:
         """A Claude listens now (it is one of the user's Claudes from now on)."""
-        claude = self._claude(claude_id)
-        claude.pid, claude.terminal, claude.label, claude.listening = pid, terminal, label, True
         self._publish(claude, False)
 
     def gone(self, claude_id: int) -> None:
-        """Its connection closed."""
-        claude = self._claudes.pop(claude_id, None)
+        """Its connection closed: Neovim forgets it (the server removes its record after the
+        features let go of it)."""
+        claude = self.claudes.get(claude_id)
         self._unpushed.pop(claude_id, None)
-        if claude is not None and claude.listening and self._editor is not None:
-            self._editor.call_lua_soon(MODULE, "remove", claude_id)
+        if claude is not None and claude.listening:
+            claude.listening = False  # never published again
+            if self._editor is not None:
+                self._editor.call_lua_soon(MODULE, "remove", claude_id)
 
     async def receive(self, claude_id: int, event: HookEvent) -> None:
         """A hook from the Claude on connection ``claude_id``: its state, then the listeners."""
         log.debug("client %d: hook %s %s %s", claude_id, event.name, event.tool, event.path)
-        claude = self._claude(claude_id)
+        # A connection the server does not know (gone meanwhile) gets a record of this hook's.
+        claude = self.claudes.get(claude_id) or Claude(ConnectionInfo(claude_id))
         claude.last_hook = time.time()
         if event.transcript and len(event.transcript) <= MAX_PATH:
             claude.transcript = event.transcript
@@ -273,16 +234,16 @@ class Hooks:
         if new is not None and new != claude.state:
             claude.state, claude.since = new, time.time()
             self._publish(claude, True)
-        entry, fields = claude.entry(), asdict(event)
+        fields = asdict(event)
         for listener in self.listeners:
-            await listener(entry, fields)
+            await listener(claude, fields)
 
     async def watch_interrupts(self) -> None:
         """End the turn of a working or waiting Claude whose transcript says the user
         interrupted it after its last hook."""
         while True:
             await trio.sleep(WATCH_SECONDS)
-            for claude in [c for c in self._claudes.values()
+            for claude in [c for c in self.claudes
                            if c.state in ("working", "waiting") and c.transcript]:
                 try:
                     size, when = await trio.to_thread.run_sync(
@@ -292,13 +253,13 @@ class Hooks:
                     continue
                 claude.transcript_size = size
                 if when is not None and when > claude.last_hook \
-                        and self._claudes.get(claude.id) is claude:
+                        and self.claudes.get(claude.id) is claude:
                     await self.receive(claude.id, HookEvent(INTERRUPTED))
 
     async def diff_rejected(self, claude_id: int) -> None:
         """The user rejected a diff of the Claude on connection ``claude_id``: its turn ends
         (claude says nothing of it); unless it has no hooks (its state stays ``unknown``)."""
-        claude = self._claudes.get(claude_id)
+        claude = self.claudes.get(claude_id)
         if claude is not None and claude.state != "unknown":
             await self.receive(claude_id, HookEvent(DIFF_REJECTED))
 

@@ -3,7 +3,7 @@
 ``:ClaudeNvimSend`` sends the selected lines (or the current line); ``:ClaudeNvimAdd {path}
 [start] [end]`` sends a file, a line range of it, or a directory (both in ``mentions.lua``).
 The server sends each to one Claude, the one whose terminal the user was in last
-(:mod:`.claudes`); with no client ready it queues them for a while
+(:class:`~claude_nvim._claudes.Claudes`); with no client ready it queues them for a while
 (:data:`QUEUE_SECONDS`, :class:`~.outboxes.Outboxes`).
 """
 

@@ -45,24 +45,6 @@ local function send(mentions)
   end
 end
 
---- The terminal buffers running a job: {buf, pid, name, label} (a Claude's pid descends from
---- one); label: what the Neovim plugin calls the Claude it runs there ("Claude 2"). A terminal
---- whose job ended keeps its pid, which a later process may get: it is not one of them.
----@return {buf: integer, pid: integer, name: string, label: string|nil}[]
-function M.terminals()
-  local found = {}
-  for _, buf in ipairs(api.nvim_list_bufs()) do
-    local pid = vim.bo[buf].buftype == 'terminal' and vim.b[buf].terminal_job_pid
-    local chan = pid and vim.bo[buf].channel or 0
-    if chan > 0 and vim.fn.jobwait({ chan }, 0)[1] == -1 then  -- -1: still running
-      local n = vim.b[buf].claude_nvim_terminal
-      found[#found + 1] = { buf = buf, pid = pid, name = api.nvim_buf_get_name(buf),
-                            label = n and ('Claude ' .. n) or nil }
-    end
-  end
-  return found
-end
-
 --- Lines `first`..`last` (1-based) of the file of `buf`.
 ---@param buf integer
 ---@param first integer

@@ -26,6 +26,7 @@ from typing import Any
 
 import trio
 
+from .._claudes import Claude, Claudes
 from .._feature import JSON, Feature, NotificationHandler
 from .._nvim.editor import Editor
 from .._nvim.lua import shared_module
@@ -56,11 +57,12 @@ class ReviewFeature(Feature):
 
     lua = shared_module(__name__, "review")
 
-    def __init__(self, max_file_bytes: int, label_of: Callable[[int], str] = str,
+    def __init__(self, max_file_bytes: int, claudes: Claudes | None = None,
                  turns: Turns | None = None, quiet_seconds: float = QUIET_SECONDS) -> None:
         self.max_file_bytes = max_file_bytes
-        self._label_of = label_of
-        """How the user knows a Claude, by its connection id (its hooks may come before)."""
+        self.claudes = claudes if claudes is not None else Claudes()
+        """Who the Claudes are: a turn is named by its Claude's label (its hooks may come
+        before it has one)."""
         self.turns = turns or Turns()
         self.quiet_seconds = quiet_seconds
         self._editor: Editor | None = None
@@ -112,21 +114,21 @@ class ReviewFeature(Feature):
 
     # claude's hooks (a Hooks listener)
 
-    async def on_hook(self, claude: JSON, event: JSON) -> None:
-        name, claude_id, now = event["name"], claude["id"], time.time()
+    async def on_hook(self, claude: Claude, event: JSON) -> None:
+        name, claude_id, now = event["name"], claude.id, time.time()
         if name == "UserPromptSubmit":
             await self._finish(claude_id)  # a rejected turn ends without Stop
-            self.turns.start(claude_id, str(claude.get("label") or ""), event["prompt"], now)
+            self.turns.start(claude_id, claude.label, event["prompt"], now)
             self._forget_reported()
         elif name in ("PreToolUse", "PostToolUse") and event["tool"] in FILE_TOOLS \
                 and 0 < len(event["path"]) <= disk.MAX_PATH:
             turn = self.turns.current(claude_id) or self.turns.start(
-                claude_id, str(claude.get("label") or ""), "", now)
+                claude_id, claude.label, "", now)
             try:
                 path = self.paths.claude_path(event["path"])
             except OutsideMap as why:  # a far side's name for a file it may not touch
                 log.warning("review: a hook of %s refused, nothing recorded: %s",
-                            claude.get("label") or claude_id, why)
+                            claude.label or claude_id, why)
                 return
             key = self._key(path)
             if name == "PreToolUse":
@@ -148,7 +150,7 @@ class ReviewFeature(Feature):
 
     def _label(self, turn: Turn) -> Turn:
         if turn.claude is not None:
-            turn.label = (self._label_of(turn.claude) or turn.label)[:MAX_LABEL]
+            turn.label = (self.claudes.label_of(turn.claude) or turn.label)[:MAX_LABEL]
         return turn
 
     async def _finish(self, claude: int | None, *, reviewed: bool = False) -> None:

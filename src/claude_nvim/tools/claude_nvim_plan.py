@@ -49,7 +49,7 @@ async def claude_nvim_plan(ctx: ToolContext, args: JSON) -> ToolResult:
     if not isinstance(plan, str) or not plan.strip() or len(plan) > MAX_PLAN_BYTES:
         return text_result(NOTHING)
     built_in = builtin(ctx)
-    label = built_in.hooks.label_of(ctx.connection.id) or "Claude"
+    label = ctx.connection.label or "Claude"
     try:
         verdict = await built_in.replies.call(ctx.editor, ctx.tool.lua_module, "review", plan,
                                               label, list(MODES), timeout=PLAN_TIMEOUT_SECONDS)
