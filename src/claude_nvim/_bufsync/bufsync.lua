@@ -21,7 +21,7 @@
 
 local api = vim.api
 local uv = vim.uv or vim.loop
-local core = package.loaded['claude_nvim.core']
+local core = package.loaded['claude_nvim.core'] ---@module 'claude_nvim.core'
 local reload = require('claude_nvim.reload')
 local M = {}
 
