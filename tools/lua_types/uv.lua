@@ -9,6 +9,7 @@
 ---@field again fun(self: uv.uv_timer_t): 0|nil, string?
 ---@field close fun(self: uv.uv_timer_t, callback?: fun())
 ---@field is_closing fun(self: uv.uv_timer_t): boolean
+---@field is_active fun(self: uv.uv_timer_t): boolean
 
 ---@class uv.uv_fs_event_t
 ---@field start fun(self: uv.uv_fs_event_t, path: string, flags: table, callback: fun(err: string?, filename: string, events: table)): 0|nil, string?
@@ -29,10 +30,10 @@
 ---@field constants table<string, integer>
 local uv = {}
 
----@return uv.uv_timer_t?
+---@return uv.uv_timer_t
 function uv.new_timer() end
 
----@return uv.uv_fs_event_t?
+---@return uv.uv_fs_event_t
 function uv.new_fs_event() end
 
 ---@return number nanoseconds

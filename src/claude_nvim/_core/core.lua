@@ -99,7 +99,7 @@ function M.is_editor(win)
 end
 
 -- The file windows the user was in, most recent first (a few: one may close).
-local editors = {}
+local editors = {} ---@type integer[]
 
 local function entered()
   local win = api.nvim_get_current_win()
@@ -274,7 +274,7 @@ function M.read_file(path, limit)
   end
   uv.fs_close(fd)
   if why then return nil, why end
-  return #chunks == 1 and chunks[1] or table.concat(chunks), stat
+  return #chunks == 1 and chunks[1] or table.concat(chunks), stat --[[@as uv.fs_stat.result]]
 end
 
 --- The buffer of file `path` loaded, as :edit loads it for the user: `buf` (the file's buffer)
