@@ -116,6 +116,7 @@ end
 
 local function relative(path) return vim.fn.fnamemodify(path, ':.') end
 
+---@type table<integer, string>
 local SEVERITY = { 'ERROR', 'WARN', 'INFO', 'HINT' }
 
 --- Diagnostics as lines "- path:line:col: SEVERITY message (source)", the most severe first.
@@ -131,7 +132,8 @@ function M.diagnostic_lines(list)
   for _, d in ipairs(list) do
     local name = api.nvim_buf_is_valid(d.bufnr) and api.nvim_buf_get_name(d.bufnr) or ''
     out[#out + 1] = ('- %s:%d:%d: %s %s%s'):format(name ~= '' and relative(name) or '[No Name]',
-      d.lnum + 1, d.col + 1, SEVERITY[d.severity] or '', (d.message or ''):gsub('\n', ' '),
+      d.lnum + 1, d.col + 1, SEVERITY[d.severity --[[@as integer]]] or '',
+      (d.message or ''):gsub('\n', ' '),
       d.source and (' (' .. d.source .. ')') or '')
   end
   return #out > 0 and table.concat(out, '\n') or '(no diagnostics)'

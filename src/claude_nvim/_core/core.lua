@@ -22,6 +22,7 @@ local uv = vim.uv or vim.loop
 ---@field port integer|nil where it listens, once it does
 ---@field clients? integer the Claudes listening now
 ---@field claude? {env: table<string, string>, args: string[]} once ready: what a claude needs
+---@field claudes? table[] the Claudes connected, each with its hooks' state
 
 ---@class claude_nvim.core
 ---@field chan integer|nil the server's channel (setup); nil once switched off

@@ -65,6 +65,7 @@ end
 
 -- Text helpers.
 
+---@diagnostic disable-next-line: duplicate-set-field (emmylua 0.23 sees core.cut's own)
 L.cut = core.cut
 
 --- Position encodings: `index` in `enc` units -> byte in `line`, and back.
