@@ -37,6 +37,7 @@ function M.prompts()
 end
 
 --- The names of the prompts (:ClaudeNvimPrompt <Tab>), sorted.
+---@param lead? string what they start with
 ---@return string[]
 function M.names(lead)
   local names = vim.tbl_filter(function(name) return vim.startswith(name, lead or '') end,
@@ -185,6 +186,7 @@ local function enclosing(ctx, kind)
     M.fence(api.nvim_buf_get_lines(buf, first, last + 1, false), vim.bo[buf].filetype))
 end
 
+---@type table<string, fun(ctx: table): string>
 local VARIABLES = {}
 
 function VARIABLES.file(ctx) return ctx.name ~= '' and relative(ctx.name) or '[No Name]' end

@@ -19,6 +19,7 @@ local file = files[1]
 local function say(msg) io.stderr:write('claude-nvim: ', msg, '\n') end
 
 -- Wait, the event loop turning, until `done()` says so.
+---@param done fun(): boolean
 local function wait_until(done)
   while not vim.wait(60000, done, 50) do end
 end
@@ -60,7 +61,7 @@ local path, lnum, helper, helper_pid = ...
 local api = vim.api
 -- Not what a reload refuses (a FIFO would hold Neovim in open() for ever, /dev/zero or a file
 -- of gigabytes eat its memory): the server's check, else (its Lua gone) the same in short.
-local core = package.loaded['claude_nvim.core'] ---@module 'claude_nvim.core'
+local core = package.loaded['claude_nvim.core']
 local stat = not core and (vim.uv or vim.loop).fs_stat(path)
 local why = core and core.unloadable(path) or stat and (stat.type ~= 'file'
   and (path .. ' is not a regular file') or stat.size > 50 * 1024 * 1024

@@ -70,6 +70,7 @@ end
 -- What :ClaudeNvimAdd adds from where the cursor is (no path given): the nodes of a file tree
 -- on lines first..last (the cursor's, or a Visual range), through each tree's own API, by
 -- filetype; each a function(buf, first, last, ranged) of the paths. Its window is the current.
+---@type table<string, fun(buf: integer, first: integer, last: integer, ranged: boolean): string[]>
 local TREES = {}
 
 -- netrw (built in): each line's word, in the listing's directory (a tree: the line's branch).
