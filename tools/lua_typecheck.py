@@ -162,19 +162,20 @@ def check(checker: str, runtime: str, timeout: float, root: Path = ROOT) -> list
     finally:
         server.close()
         logs.cleanup()
-    lines = []
+    found = []
     for file_uri, items in diagnostics.items():
         path = Path(unquote(urlparse(file_uri).path))
-        if not path.is_relative_to(root):
+        # The checkout's own files: not the library's, which may be in its .venv.
+        if not path.is_relative_to(root) or path.is_relative_to(runtime):
             continue
         for item in items:
             if item.get("severity", 1) > REPORTED:
                 continue
             start = item["range"]["start"]
-            lines.append(f"{path.relative_to(root)}:{start['line'] + 1}:{start['character'] + 1}:"
-                         f" {SEVERITY.get(item.get('severity', 1), '?')} {item.get('code', '')}:"
-                         f" {item['message']}")
-    return sorted(lines)
+            found.append((str(path.relative_to(root)), start["line"] + 1, start["character"] + 1,
+                          f"{SEVERITY.get(item.get('severity', 1), '?')} {item.get('code', '')}:"
+                          f" {item['message']}"))
+    return [f"{name}:{line}:{column}: {what}" for name, line, column, what in sorted(found)]
 
 
 def main() -> int:
