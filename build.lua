@@ -14,6 +14,7 @@ local function spec_opts()
   for _, plugin in pairs(config.plugins or {}) do
     if plugin.dir and vim.fn.fnamemodify(plugin.dir, ':p:h') == root then
       local got, opts = pcall(function()
+        ---@diagnostic disable-next-line: unresolved-require (the user's plugin, when present)
         return require('lazy.core.plugin').values(plugin, 'opts', false)
       end)
       return got and type(opts) == 'table' and opts or nil

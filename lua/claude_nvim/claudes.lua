@@ -40,6 +40,8 @@ end
 -- What claude's title says it works on, or nil: its title is a status sign (one non-ASCII
 -- character), a space, the name. Anything else (the terminal's own title before claude sets
 -- one) is not a name; nor is claude's default. Only the title's first NAME_BYTES bytes count.
+---@param title any
+---@return string|nil
 function M.title_name(title)
   if type(title) ~= 'string' then return nil end
   local head, cut = prefix(title)
@@ -72,6 +74,8 @@ local function title_key(title)
 end
 
 -- The label of `claude` (a running one of claude_nvim.terminal): "Claude 2 · fix the parser".
+---@param claude { buf: integer, n: integer }
+---@return string
 function M.label(claude)
   local buf = claude.buf
   if not api.nvim_buf_is_valid(buf) then return 'Claude ' .. claude.n end
@@ -87,6 +91,13 @@ function M.label(claude)
   end
   return 'Claude ' .. claude.n .. (name and (' · ' .. name) or '')
 end
+
+---@class claude_nvim.ServerClaude a Claude as the server tells (vim.g.claude_nvim_server.claudes)
+---@field id? string its connection
+---@field terminal? integer the terminal buffer it runs in, when it runs in one of this Neovim
+---@field label? string the server's name for it
+---@field state? 'unknown'|'working'|'waiting'|'done' by its hooks
+---@field since? number when it came into that state (seconds)
 
 -- What claude-nvim's server says of each Claude in a terminal (its hooks: state, since), by
 -- terminal buffer: read once (vim.g copies the whole record into Lua at each read).
@@ -104,9 +115,13 @@ end
 
 -- What claude-nvim's server says of the Claude in terminal `buf` (its hooks: state, since),
 -- or nil (none connected there, or one started without claude-nvim's hooks).
+---@param buf integer
+---@return claude_nvim.ServerClaude|nil
 function M.server_entry(buf) return by_terminal()[buf] end
 
 -- The state of the Claude in `buf` ('working', 'waiting', 'done'), or nil when unknown.
+---@param buf integer
+---@return string|nil
 function M.state(buf)
   local entry = M.server_entry(buf)
   local state = entry and entry.state
@@ -115,6 +130,8 @@ end
 
 -- The name of a Claude the server knows (`entry`, of vim.g.claude_nvim_server.claudes): its
 -- terminal's label, else the server's ("the Claude with pid 4242").
+---@param entry claude_nvim.ServerClaude
+---@return string
 function M.entry_label(entry)
   local buf = entry.terminal
   if type(buf) == 'number' and api.nvim_buf_is_valid(buf) then
@@ -128,6 +145,9 @@ end
 -- For statuslines (claude_nvim.status()): what the Claudes (`entries`, `count` of them) are
 -- doing that the user may want to know: "waiting" (one Claude), "Claude 2 waiting · 1
 -- working" (several); nil when nothing is known.
+---@param entries claude_nvim.ServerClaude[]|nil
+---@param count integer
+---@return string|nil
 function M.states(entries, count)
   local waiting, working = {}, 0
   for _, entry in ipairs(type(entries) == 'table' and entries or {}) do
@@ -144,6 +164,7 @@ end
 
 -- Whether Neovim has the focus (FocusGained / FocusLost, where the terminal reports them).
 local focused = true
+---@param has boolean
 function M.focus(has)
   focused = has
   if not has then M.out_of_sight() end
@@ -225,6 +246,7 @@ end
 --- entry): the bars show it (one redraw for many changes); waiting or done, the user is told
 --- once if they cannot see that Claude (see announce), and with opts.bell the terminal's bell
 --- rings.
+---@param entry claude_nvim.ServerClaude
 function M.changed(entry)
   M.redraw_soon()
   if type(entry) == 'table' then announce(entry) end
@@ -317,6 +339,7 @@ local CLICK = "%%%d@v:lua.require'claude_nvim.claudes'.click@"
 
 local function escape(s) return (s:gsub('%%', '%%%%')) end
 
+---@return string
 function M.bar()
   local ok, text = pcall(function()
     local win = vim.g.statusline_winid or api.nvim_get_current_win()
@@ -361,6 +384,7 @@ function M.bar()
 end
 
 --- A click on the bar: Claude `n` in the Claude window.
+---@param n integer
 function M.click(n)
   vim.schedule(function() terminal().switch(n) end)
 end

@@ -100,11 +100,13 @@ local function server(dispatchers)
       vim.schedule(function()
         local handler = HANDLERS[method]
         if handler == nil then
-          return callback({ code = -32601, message = 'method not found: ' .. method })
+          callback({ code = -32601, message = 'method not found: ' .. method })
+          return
         end
         local ok, result, err = pcall(handler, params)
         if not ok or result == nil then
-          return callback({ code = -32603, message = tostring(ok and err or result) })
+          callback({ code = -32603, message = tostring(ok and err or result) })
+          return
         end
         callback(nil, result)
       end)

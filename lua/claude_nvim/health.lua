@@ -49,6 +49,7 @@ function M.check()
   health.start('claude-nvim')
   local version = plugin.version()
   health.info('claude-nvim ' .. (version or '(version unknown)') .. ', this plugin')
+  ---@diagnostic disable-next-line: call-non-callable (vim.version: a table with __call)
   local v = vim.version()
   local neovim = ('Neovim %d.%d.%d, this one'):format(v.major, v.minor, v.patch)
   if vim.fn.has('nvim-0.10') == 1 then

@@ -44,6 +44,9 @@ local api = vim.api
 ---@field prompts? table<string, string|false> named prompts for :ClaudeNvimPrompt
 ---@field code_actions? boolean "Fix with Claude" in code actions on diagnostics (default true)
 ---@field follow? boolean|'all' follow Claude's edits in the editor window (default false)
+---@field editor? boolean claude's $VISUAL/$EDITOR is this Neovim (default true)
+---@field notify? boolean say when a Claude out of sight waits or is done (default true)
+---@field bell? boolean ring the terminal's bell then too (default false)
 
 local M = {}
 
@@ -103,12 +106,15 @@ end
 local SERVER_LUA = vim.fn.fnamemodify(debug.getinfo(1, 'S').source:sub(2), ':p:h:h:h')
   .. '/src/claude_nvim/'
 
---- Tell the user `msg`: claude_nvim.tell, the one way (the server's Lua tells the same way).
----@type fun(msg: string, level?: 'INFO'|'WARN'|'ERROR'): boolean
+---@class claude_nvim.Telling claude_nvim.tell's module
+---@field tell fun(msg: string, level?: 'INFO'|'WARN'|'ERROR'): boolean
+---@field fit fun(s: string, width: integer): string
+
+---@type claude_nvim.Telling
 local telling = dofile(SERVER_LUA .. '_core/tell.lua')
+--- Tell the user `msg`: claude_nvim.tell, the one way (the server's Lua tells the same way).
 M.tell = telling.tell
 --- `s` cut to at most `width` screen cells, '…' included (claude_nvim.tell's one cut).
----@type fun(s: string, width: integer): string
 M.fit = telling.fit
 local tell = M.tell
 

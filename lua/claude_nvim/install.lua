@@ -15,8 +15,10 @@ function M.venv() return vim.fn.stdpath('data') .. '/claude-nvim/venv' end
 
 -- Calls `done(path)` with the first Python of 3.11 or newer (`python` if given, and it must
 -- be), or `done(nil, advice)`.
+---@param python string|nil
+---@param done fun(path: string|nil, advice: string|nil)
 local function find_python(python, done)
-  local candidates, seen = {}, {}
+  local candidates, seen = {}, {} ---@type { [1]: string, [2]: string }[], string[]
   for _, name in ipairs(python and { python } or PYTHONS) do
     if vim.fn.executable(name) == 1 then
       candidates[#candidates + 1] = { name, vim.fn.exepath(name) }
@@ -24,6 +26,7 @@ local function find_python(python, done)
       seen[#seen + 1] = name .. ' (not found)'
     end
   end
+  ---@param i integer
   local function try(i)
     local candidate = candidates[i]
     if candidate == nil then
@@ -100,6 +103,7 @@ end
 ---@param aborted any
 ---@return boolean ok
 ---@return string? why
+---@async
 function M.install_yielding(opts, aborted)
   local steps, outcome = {}, nil
   local stop = M.install(opts, function(line) steps[#steps + 1] = line end,
@@ -114,6 +118,7 @@ function M.install_yielding(opts, aborted)
       stop(); error('aborted')
     end
   end
+  ---@diagnostic disable-next-line: missing-return (the loop above returns or raises)
 end
 
 local running = false

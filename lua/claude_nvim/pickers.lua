@@ -14,9 +14,11 @@ end
 --- under the cursor.
 ---@param prompt_bufnr integer
 function M.telescope(prompt_bufnr)
+  ---@diagnostic disable-next-line: unresolved-require (the user's plugin, when present)
   local state = require('telescope.actions.state')
   local entries = state.get_current_picker(prompt_bufnr):get_multi_selection()
   if #entries == 0 then entries = { state.get_selected_entry() } end
+  ---@diagnostic disable-next-line: unresolved-require (the user's plugin, when present)
   require('telescope.actions').close(prompt_bufnr)
   add(vim.tbl_map(function(entry)
     local path = entry.path or entry.filename or (type(entry.value) == 'string' and entry.value)
@@ -28,6 +30,7 @@ end
 ---@param selected string[]
 ---@param opts table
 function M.fzf_lua(selected, opts)
+  ---@diagnostic disable-next-line: unresolved-require (the user's plugin, when present)
   local path = require('fzf-lua').path
   add(vim.tbl_map(function(entry)
     local file = path.entry_to_file(entry, opts)

@@ -37,6 +37,7 @@ function M.prompts()
 end
 
 --- The names of the prompts (:ClaudeNvimPrompt <Tab>), sorted.
+---@param lead? string what they start with
 ---@return string[]
 function M.names(lead)
   local names = vim.tbl_filter(function(name) return vim.startswith(name, lead or '') end,
@@ -116,6 +117,7 @@ end
 
 local function relative(path) return vim.fn.fnamemodify(path, ':.') end
 
+---@type table<integer, string>
 local SEVERITY = { 'ERROR', 'WARN', 'INFO', 'HINT' }
 
 --- Diagnostics as lines "- path:line:col: SEVERITY message (source)", the most severe first.
@@ -131,7 +133,8 @@ function M.diagnostic_lines(list)
   for _, d in ipairs(list) do
     local name = api.nvim_buf_is_valid(d.bufnr) and api.nvim_buf_get_name(d.bufnr) or ''
     out[#out + 1] = ('- %s:%d:%d: %s %s%s'):format(name ~= '' and relative(name) or '[No Name]',
-      d.lnum + 1, d.col + 1, SEVERITY[d.severity] or '', (d.message or ''):gsub('\n', ' '),
+      d.lnum + 1, d.col + 1, SEVERITY[d.severity --[[@as integer]]] or '',
+      (d.message or ''):gsub('\n', ' '),
       d.source and (' (' .. d.source .. ')') or '')
   end
   return #out > 0 and table.concat(out, '\n') or '(no diagnostics)'
@@ -183,6 +186,7 @@ local function enclosing(ctx, kind)
     M.fence(api.nvim_buf_get_lines(buf, first, last + 1, false), vim.bo[buf].filetype))
 end
 
+---@type table<string, fun(ctx: table): string>
 local VARIABLES = {}
 
 function VARIABLES.file(ctx) return ctx.name ~= '' and relative(ctx.name) or '[No Name]' end

@@ -12,11 +12,14 @@ local function config() return require('claude_nvim').config.remote or {} end
 local function tell(msg, level) require('claude_nvim').tell(msg, level) end
 
 --- Whether `arg` names a target: ssh://, docker://, podman:// (a URL of any scheme).
+---@param arg string
+---@return boolean
 function M.is_target(arg)
   return type(arg) == 'string' and arg:match('^%a[%w+.-]*://') ~= nil
 end
 
 --- The target Claudes run at, or nil: here.
+---@return string|nil
 function M.target() return chosen or config().target end
 
 --- The `claude-nvim` arguments of this Neovim's server: `remote --serve ... TARGET` for a
@@ -63,6 +66,8 @@ end
 --- :ClaudeNvim TARGET: Claudes run at `target` from now on; `done()` once this Neovim's
 --- server can start there (the plugin's local one stopped). Refused, saying why, while Claudes
 --- use the current server, or when the plugin did not start it.
+---@param target string
+---@param done fun()
 function M.switch(target, done)
   if target == M.target() then return done() end
   local plugin = require('claude_nvim')

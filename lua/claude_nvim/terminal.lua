@@ -7,7 +7,15 @@
 local api = vim.api
 local M = {}
 
+---@class claude_nvim.RunningClaude
+---@field n integer its number (Claude 2)
+---@field buf integer its terminal buffer
+---@field job? integer its job id, once its server runs
+---@field started integer when it started (os.time())
+
+---@type claude_nvim.RunningClaude[]
 local claudes = {}    -- the running ones, oldest first: { n, buf, job (its id), started }
+---@type claude_nvim.RunningClaude?
 local current = nil   -- one of them, or nil
 local PINS = vim.fn.exists('+winfixbuf') == 1  -- Neovim 0.10 and later
 

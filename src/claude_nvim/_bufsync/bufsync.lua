@@ -21,7 +21,7 @@
 
 local api = vim.api
 local uv = vim.uv or vim.loop
-local core = package.loaded['claude_nvim.core']
+local core = package.loaded['claude_nvim.core'] ---@module 'claude_nvim.core'
 local reload = require('claude_nvim.reload')
 local M = {}
 
@@ -39,11 +39,21 @@ local SLICE_MS = 15
 -- milliseconds (a big file: ~50 ms for 26 MB) is reloaded at most once every SLOW_MS.
 local SHARE, HIDDEN_SHARE, SLOW_COST, SLOW_MS = 5, 20, 40, 1000
 
+---@class claude_nvim.WatchedDir
+---@field watcher uv.uv_fs_event_t
+---@field names table<string, table<integer, true>> file name -> { buf -> true }
+---@field ino integer the directory's, to see it replaced
+---@field name string
+---@field check boolean? an event came: is the directory still there?
+
+---@type table<string, claude_nvim.WatchedDir>
 local dirs = {}     -- directory -> { watcher = fs_event, names = { file name -> { buf -> true } } }
 local watched = {}  -- buf -> { name =, at = { {dir, name}, ... }, waiting =, autoread = }
 local pending = {}  -- buf -> true: its file may have changed since it was last followed
 local not_before = {}  -- buf -> uv.now() before which it is not reloaded again (its share)
+---@type uv.uv_timer_t?
 local timer = nil   -- the quiet time after events
+---@type uv.uv_timer_t?
 local later = nil   -- the next turn of following
 local first_event = nil  -- uv.now() of the oldest pending event
 local warned = {}   -- buf -> what it was warned about ('changed', 'deleted', why not read)

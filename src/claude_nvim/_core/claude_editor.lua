@@ -19,6 +19,7 @@ local file = files[1]
 local function say(msg) io.stderr:write('claude-nvim: ', msg, '\n') end
 
 -- Wait, the event loop turning, until `done()` says so.
+---@param done fun(): boolean
 local function wait_until(done)
   while not vim.wait(60000, done, 50) do end
 end

@@ -22,6 +22,7 @@ local uv = vim.uv or vim.loop
 ---@field port integer|nil where it listens, once it does
 ---@field clients? integer the Claudes listening now
 ---@field claude? {env: table<string, string>, args: string[]} once ready: what a claude needs
+---@field claudes? table[] the Claudes connected, each with its hooks' state
 
 ---@class claude_nvim.core
 ---@field chan integer|nil the server's channel (setup); nil once switched off
@@ -99,7 +100,7 @@ function M.is_editor(win)
 end
 
 -- The file windows the user was in, most recent first (a few: one may close).
-local editors = {}
+local editors = {} ---@type integer[]
 
 local function entered()
   local win = api.nvim_get_current_win()
@@ -274,7 +275,7 @@ function M.read_file(path, limit)
   end
   uv.fs_close(fd)
   if why then return nil, why end
-  return #chunks == 1 and chunks[1] or table.concat(chunks), stat
+  return #chunks == 1 and chunks[1] or table.concat(chunks), stat --[[@as uv.fs_stat.result]]
 end
 
 --- The buffer of file `path` loaded, as :edit loads it for the user: `buf` (the file's buffer)

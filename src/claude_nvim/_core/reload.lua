@@ -139,7 +139,8 @@ local KNOWN_LINES = 20000
 -- what changed only (an append costs the appended lines), marks, folds and every window's
 -- cursor stay where their lines are, and LSP clients get the change. One undo step.
 local function apply(buf, text)
-  local edits, middle = {}
+  local edits = {}
+  local middle
   local was = known[buf]
   known[buf] = nil
   if api.nvim_buf_line_count(buf) == 1 and api.nvim_buf_get_lines(buf, 0, 1, true)[1] == '' then
@@ -353,7 +354,7 @@ end
 ---@return string? why
 function M.show(buf, data)
   local text, read = codec.decode(data, buf)
-  if text == nil then return read end
+  if text == nil then return read --[[@as string]] end
   local bo = vim.bo[buf]
   local modifiable = bo.modifiable
   if not modifiable then bo.modifiable = true end
@@ -399,7 +400,7 @@ function M.refresh(buf)
   elseif stat.type ~= 'file' then
     sync(buf)  -- Neovim's own checks see no change: none of them opens it
   end
-  if why then return 'refused', why end
+  if why then return 'refused', why --[[@as string]] end
   return 'reloaded'
 end
 

@@ -40,6 +40,7 @@ end
 
 -- :ClaudeNvimRewind (claude_nvim.rewind), while a server runs.
 local function rewind(how, o)
+  ---@type table?, table?
   local core, mod = package.loaded['claude_nvim.core'], package.loaded['claude_nvim.rewind']
   if not (type(core) == 'table' and core.live_server and core.live_server() and mod) then
     return how.tell('nothing to rewind: no claude-nvim server runs', 'WARN')
@@ -69,6 +70,7 @@ end
 -- What :ClaudeNvimAdd adds from where the cursor is (no path given): the nodes of a file tree
 -- on lines first..last (the cursor's, or a Visual range), through each tree's own API, by
 -- filetype; each a function(buf, first, last, ranged) of the paths. Its window is the current.
+---@type table<string, fun(buf: integer, first: integer, last: integer, ranged: boolean): string[]>
 local TREES = {}
 
 -- netrw (built in): each line's word, in the listing's directory (a tree: the line's branch).
@@ -93,6 +95,7 @@ function TREES.netrw(_, first, last)
 end
 
 TREES['neo-tree'] = function(_, first, last)
+  ---@diagnostic disable-next-line: unresolved-require (the user's plugin, when present)
   local state = require('neo-tree.sources.manager').get_state_for_window()
   local paths = {}
   for line = first, last do
@@ -105,6 +108,7 @@ TREES['neo-tree'] = function(_, first, last)
 end
 
 function TREES.NvimTree(_, first, last)
+  ---@diagnostic disable-next-line: unresolved-require (the user's plugin, when present)
   local tree, paths, view = require('nvim-tree.api').tree, {}, vim.fn.winsaveview()
   for line = first, last do
     api.nvim_win_set_cursor(0, { line, 0 })
@@ -118,6 +122,7 @@ function TREES.NvimTree(_, first, last)
 end
 
 function TREES.oil(buf, first, last)
+  ---@diagnostic disable-next-line: unresolved-require (the user's plugin, when present)
   local oil, paths = require('oil'), {}
   local dir = oil.get_current_dir(buf)
   for line = first, last do
@@ -138,7 +143,7 @@ end
 
 -- snacks' explorer: its list window; without a range, its selected items (else the current).
 function TREES.snacks_picker_list(buf, first, last, ranged)
-  local picker
+  local picker ---@type any snacks' picker
   for _, open in ipairs(_G.Snacks.picker.get()) do
     if open.list and open.list.win and open.list.win.buf == buf then picker = open end
   end

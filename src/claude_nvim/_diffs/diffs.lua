@@ -37,7 +37,7 @@ local INDICES = { result_type = 'indices', algorithm = 'histogram' }
 ---@param old string
 ---@param new string
 ---@return claude_nvim.Hunk[]
-function M.text_hunks(old, new) return vim.diff(old, new, INDICES) end
+function M.text_hunks(old, new) return vim.diff(old, new, INDICES) --[[@as claude_nvim.Hunk[] ]] end
 
 --- The same between two lists of lines. The lines both start and end with are set aside first
 --- (Lua compares equal strings at once): a 100,000-line file with a few changes is diffed in a
@@ -55,6 +55,7 @@ function M.hunks(old, new)
     return last > head and table.concat(lines, '\n', head + 1, last) .. '\n' or ''
   end
   local hunks = vim.diff(text(old, n - tail), text(new, m - tail), INDICES)
+  ---@cast hunks claude_nvim.Hunk[]
   for _, h in ipairs(hunks) do h[1], h[3] = h[1] + head, h[3] + head end
   return hunks
 end
@@ -120,12 +121,12 @@ local function resolve(id, status)
   local d = diffs[id]
   if d == nil or d.resolved then return end
   d.resolved = true
-  local result = vim.NIL
+  local result = vim.NIL ---@type { edited: boolean, lines: string[]? }|vim.NIL
   if status == 'accepted' then
     local prop = d.proposal
     local edited = api.nvim_buf_get_changedtick(prop) ~= d.tick
-    result = { edited = edited }
-    if edited then result.lines = api.nvim_buf_get_lines(prop, 0, -1, false) end
+    result = { edited = edited,
+               lines = edited and api.nvim_buf_get_lines(prop, 0, -1, false) or nil }
     -- The proposal stays on screen, read-only, until the CLI's close_tab.
     vim.bo[prop].modified = false
     vim.bo[prop].modifiable = false
@@ -305,7 +306,7 @@ end
 ---@param tab_name string
 ---@param by? string the Claude's label
 ---@param by_terminal? integer its terminal buffer
----@return string|nil refusal why it could not open
+---@return string|vim.NIL refusal why it could not open (vim.NIL: it opened)
 function M.open(id, candidates, lines, tab_name, by, by_terminal)
   -- The first candidate that exists on disk (it is an edit), else the first (a new file).
   local found = core.existing(candidates)

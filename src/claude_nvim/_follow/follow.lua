@@ -100,6 +100,8 @@ end
 
 --- Claude (`entry`: the server's, of vim.g.claude_nvim_server.claudes) is about to write
 --- `path`: it shows (its buffer loaded if need be).
+---@param entry claude_nvim.ServerClaude
+---@param path string
 function M.writing(entry, path)
   if not followed(entry) or core.unloadable(path) then return end
   local buf = core.load(path, core.find_buffer({ path }), false)
@@ -110,6 +112,9 @@ end
 
 --- Claude wrote `path`, changing `lines` ({ first, last }, 1-based; nil: none): its buffer
 --- shows it now (as bufsync would a moment later) and the cursor goes there.
+---@param entry claude_nvim.ServerClaude
+---@param path string
+---@param lines? { [1]: integer, [2]: integer }
 function M.written(entry, path, lines)
   if not followed(entry) then return end
   local buf = core.find_buffer({ path })
@@ -128,6 +133,8 @@ function M.changed()
   core.notify(ENABLED, M.enabled() ~= false)
 end
 
+--- Start: `opts` from FollowFeature (enabled: the notification that says whether it is on).
+---@param opts { enabled: string }
 function M.setup(opts)
   ENABLED = opts.enabled
   vim.on_key(function() last_key = uv.now() end, KEYS)

@@ -23,7 +23,9 @@ local function list()
   return type(info) == 'table' and type(info.claudes) == 'table' and info.claudes or {}
 end
 
--- The Claude `entry` (from the server) now; `changed`: its state changed, which is announced.
+--- The Claude `entry` (from the server) now; `changed`: its state changed, which is announced.
+---@param entry claude_nvim.ServerClaude
+---@param changed boolean
 function M.update(entry, changed)
   local claudes, at = list(), nil
   for i, claude in ipairs(claudes) do
@@ -37,7 +39,8 @@ function M.update(entry, changed)
   end
 end
 
--- The Claude of connection `id` went away.
+--- The Claude of connection `id` went away.
+---@param id string
 function M.remove(id)
   local claudes = vim.tbl_filter(function(claude) return claude.id ~= id end, list())
   store(claudes)

@@ -8,7 +8,8 @@ local uv = vim.uv or vim.loop
 local core = require('claude_nvim.core')
 local NEW_API = vim.fn.has('nvim-0.11') == 1
 local L = {}
-local pending = {}  -- reply id -> { phase = what we wait for, cancel = fn?, cleanup = fn? }
+---@type table<integer, { phase: string, cancel: function?, cleanup: function? }>
+local pending = {}  -- reply id -> what we wait for, how to cancel it and clean up after it
 
 -- Answering. Each reply id is answered once; a cancelled one never.
 local function reply(id, ok, value)
@@ -64,6 +65,7 @@ end
 
 -- Text helpers.
 
+---@diagnostic disable-next-line: duplicate-set-field (emmylua 0.23 sees core.cut's own)
 L.cut = core.cut
 
 --- Position encodings: `index` in `enc` units -> byte in `line`, and back.
@@ -192,7 +194,7 @@ end
 --- (unlisted) buffer. Returns buf, fresh (loaded just now); or nil, message.
 ---@param candidates string[]
 ---@return integer|nil buf
----@return boolean|string fresh_or_why
+---@return boolean|string|nil fresh_or_why
 function L.open(candidates)
   local buf = core.find_buffer(candidates)
   if buf and api.nvim_buf_is_loaded(buf) then return buf, false end
@@ -317,7 +319,8 @@ end
 ---@param req table
 ---@param method string
 ---@param params fun(client: vim.lsp.Client, buf: integer): table
----@param convert fun(answers: {client: vim.lsp.Client, result: any}[], read: function): any
+---@param convert fun(answers: {client: vim.lsp.Client, result: any}[], read: function,
+---  buf: integer): any
 function L.run(id, req, method, params, convert)
   L.begin(id, 'opening ' .. tostring(req.candidates[1]))
   L.guard(id, function()
@@ -361,7 +364,7 @@ end
 ---@param max integer
 ---@return table
 function L.locations(answers, read, max)
-  local all, seen = {}, {}
+  local all, seen = {}, {} ---@type { uri: string, range: table, path: string? }[], table
   for _, a in ipairs(answers) do
     local result = a.result
     if type(result) == 'table' then

@@ -13,12 +13,28 @@ local reload = require('claude_nvim.reload')
 local diffs = require('claude_nvim.diffs')
 local M = {}
 
+---@type string, string
 local BEFORE, REQUEST  -- notifications to the server
 local SIGNS = api.nvim_create_namespace('claude_nvim_review_signs')
 local reported = {}     -- file name -> true: its text before was sent, this turn
-local unreviewed = nil  -- the latest turn recorded and not reviewed: { number, files }
+---@type { number: integer, files: integer }?
+local unreviewed = nil  -- the latest turn recorded and not reviewed
 local signed = {}       -- buf -> true: it shows signs (and listens for the edit that ends them)
-local view = nil        -- the review on screen (see show)
+
+---@class claude_nvim.ReviewView the review on screen (see M.show)
+---@field number integer the turn's
+---@field label string the Claude's
+---@field files table[] each changed file, as `prepare` makes it
+---@field index integer? the file shown
+---@field main integer the window of the file
+---@field side integer? the window of its text before the turn (layouts but 'inline')
+---@field scratch integer? the buffer of that text
+---@field tab integer
+---@field group integer its autocommands
+---@field presenting boolean? `present` is changing the main window's buffer
+
+---@type claude_nvim.ReviewView?
+local view = nil
 local GROUP = 'claude_nvim_review'
 
 local function nil_if_none(value)
@@ -78,6 +94,7 @@ local function before_reload(buf)
   core.notify(BEFORE, name, codec.encode(buf))
 end
 
+--- A new turn: the texts before are sent again.
 function M.forget_reported() reported = {} end
 
 -- Hunks ---------------------------------------------------------------------------------------
@@ -178,6 +195,9 @@ end
 
 -- The server recorded a turn that changed `paths` (summary: number, label, files): the loaded
 -- ones, for their signs (M.mark). The server sends a big turn's paths a slice a call.
+---@param summary { number: integer, label: string, files: integer }
+---@param paths string[]
+---@return string[] loaded
 function M.recorded(summary, paths)
   unreviewed = { number = summary.number, files = summary.files }
   pcall(vim.cmd, 'redrawstatus!')
@@ -190,6 +210,8 @@ end
 
 -- Signs in the loaded buffers of turn `number`'s files: `befores`, path -> bytes before it.
 -- A buffer bufsync has not brought up to date yet gets them once it has.
+---@param number integer
+---@param befores table<string, string|vim.NIL>
 function M.mark(number, befores)
   if unreviewed == nil or unreviewed.number ~= number then return end
   local find = core.buffer_finder(true)
@@ -208,6 +230,7 @@ function M.mark(number, befores)
 end
 
 --- How many files Claude's latest turn changed that were not reviewed (status()).
+---@return integer
 function M.to_review() return unreviewed and unreviewed.files or 0 end
 
 -- The review on screen ------------------------------------------------------------------------
@@ -290,6 +313,7 @@ end
 
 -- Show turn `turn` (from the server: number, label, prompt, changes = { path, before, after },
 -- too_big): its files in a tab, its hunks in the quickfix list.
+---@param turn table
 function M.show(turn)
   close_view(true)
   local items, files, find = {}, {}, core.buffer_finder(true)
@@ -337,7 +361,7 @@ function M.show(turn)
     callback = core.guard(function(ev)
       local v = view
       if v == nil or diffs.options().layout ~= 'inline' then return end
-      local file = v.files[v.index]
+      local file = v.index and v.files[v.index]
       if file and file.buf == ev.buf then
         diffs.inline(ev.buf, file.before, diffs.hunks(file.before,
           api.nvim_buf_get_lines(ev.buf, 0, -1, false)))
@@ -355,6 +379,7 @@ function M.show(turn)
 end
 
 -- No turn `number` (nil: none at all) to review.
+---@param number integer|vim.NIL|nil
 function M.none(number)
   if number == nil or number == vim.NIL then
     return tell('nothing to review: no change of Claude\'s was recorded yet')
@@ -363,6 +388,7 @@ function M.none(number)
 end
 
 -- Pick a turn to review among `summaries` (the latest first).
+---@param summaries { number: integer, label: string, files: integer }[]
 function M.pick(summaries)
   if #summaries == 0 then return M.none(nil) end
   vim.ui.select(summaries, { prompt = 'Review which turn of Claude?',
@@ -409,6 +435,9 @@ end
 -- Take back, in `change` (path, before, after, number, label: from the server), the hunks on
 -- `how`'s lines (line1, line2; side 'before': lines of the text before), or the whole file
 -- (bang): in its buffer, written to disk unless the buffer has unsaved changes.
+---@param path string
+---@param change table|vim.NIL
+---@param how { line1: integer, line2: integer, bang: boolean, side: 'before'|'now' }
 function M.revert(path, change, how)
   change = nil_if_none(change)
   local name = vim.fn.fnamemodify(path, ':~:.')
@@ -493,6 +522,7 @@ end
 -- The commands ------------------------------------------------------------------------------
 
 --- :ClaudeNvimReview [N | list]
+---@param arg string?
 function M.review_command(arg)
   arg = arg and vim.trim(arg) or ''
   if arg == 'list' then return core.notify(REQUEST, 'list') end
@@ -503,6 +533,7 @@ function M.review_command(arg)
 end
 
 --- :[range]ClaudeNvimRevert[!]: in the review (either side) or in a file's own buffer.
+---@param o { line1: integer, line2: integer, bang: boolean }
 function M.revert_command(o)
   local buf = api.nvim_get_current_buf()
   local before = vim.b[buf].claude_nvim_review_before
@@ -520,6 +551,8 @@ function M.revert_command(o)
               { line1 = o.line1, line2 = o.line2, bang = o.bang, side = side or 'now' })
 end
 
+--- Start recording and showing turns: `opts` from ReviewFeature.
+---@param opts { before: string, request: string }
 function M.setup(opts)
   BEFORE, REQUEST = opts.before, opts.request
   reported, unreviewed, signed = {}, nil, {}
@@ -531,6 +564,7 @@ function M.setup(opts)
   reload.before_reload = before_reload
 end
 
+--- Stop: the review closed, the signs gone.
 function M.stop()
   close_view(true)
   if reload.before_reload == before_reload then reload.before_reload = nil end

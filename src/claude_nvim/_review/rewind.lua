@@ -64,6 +64,7 @@ end
 
 --- Rewind for real: `turn` (from the server: number, label, changes = { path, before,
 --- after }, too_big) as before turn `number`.
+---@param turn table
 function M.apply(turn)
   local done, unsaved, kept, failed, deleted = 0, {}, {}, {}, 0
   for _, change in ipairs(turn.changes) do
@@ -103,6 +104,7 @@ function M.apply(turn)
 end
 
 --- Show `turn` (as M.apply takes it) as a review, then ask whether to rewind.
+---@param turn table
 function M.preview(turn)
   if #turn.changes == 0 then
     return tell(('%s changed nothing that can be rewound'):format(turn.label), 'WARN')
@@ -130,15 +132,19 @@ function M.preview(turn)
 end
 
 --- Nothing to rewind: `why`.
+---@param why string
 function M.refuse(why) tell(why, 'WARN') end
 
 --- :ClaudeNvimRewind[!] [N]
+---@param o { args: string, bang: boolean }
 function M.command(o)
   local arg = vim.trim(o.args or '')
   if arg ~= '' and not tonumber(arg) then return tell('usage: :ClaudeNvimRewind[!] [N]', 'WARN') end
   core.notify(REQUEST, arg ~= '' and tonumber(arg) or vim.NIL, o.bang)
 end
 
+--- Start: `opts` from the review's feature (request: the notification that asks the server).
+---@param opts { request: string }
 function M.setup(opts)
   REQUEST = opts.request
 end

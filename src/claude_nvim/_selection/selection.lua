@@ -6,6 +6,9 @@ local api = vim.api
 local core = require('claude_nvim.core')
 local M = {}
 local CAP, WINDOW_MS, LUA_ROWS, EVENT  -- set by M.setup, from SelectionFeature
+-- A selection's end: 0-based row and byte column; eol: it runs to the end of the line.
+---@alias claude_nvim.SelectionEnd { [1]: integer, [2]: integer, eol: boolean? }
+
 local VISUAL = { v = 'v', V = 'V', ['\22'] = '\22', s = 'v', S = 'V', ['\19'] = '\22' }
 
 local function line_at(buf, row)
@@ -148,7 +151,7 @@ end
 --- The next slice of a big selection, or nil when the buffer changed since (read it again).
 ---@param more {buf: integer, tick: integer, kind: string, a: table, b: table, next: integer}
 ---@param budget_ms number
----@return {text: string, next: integer|nil}|nil
+---@return {text: string, next: integer|nil}|vim.NIL
 function M.slice(more, budget_ms)
   local buf = more.buf
   if not api.nvim_buf_is_valid(buf) or api.nvim_buf_get_changedtick(buf) ~= more.tick then
@@ -174,7 +177,7 @@ local function live_region()
   local kind = VISUAL[api.nvim_get_mode().mode:sub(1, 1)]
   if not kind then return nil end
   local v, c = vim.fn.getpos('v'), vim.fn.getcurpos()
-  local b = { c[2] - 1, c[3] - 1 }
+  local b = { c[2] - 1, c[3] - 1 } ---@type claude_nvim.SelectionEnd
   b.eol = c[5] == vim.v.maxcol  -- `$` was pressed: the selection runs to the end of line
   return { kind = kind, a = { v[2] - 1, v[3] - 1 }, b = b }
 end
@@ -197,6 +200,15 @@ end
 
 -- The latest completed Visual selection: {buf, tick, kind, a, b, payload}. `payload` has
 -- capped text; the full text is re-read while the buffer is unchanged.
+---@class claude_nvim.LatestSelection
+---@field buf integer
+---@field tick integer? its changedtick then (nil: the text changed: payload is all there is)
+---@field kind string? 'v', 'V' or CTRL-V
+---@field a claude_nvim.SelectionEnd?
+---@field b claude_nvim.SelectionEnd?
+---@field payload table? the selection_changed parameters
+
+---@type claude_nvim.LatestSelection?
 local latest = nil
 local visual_snapshot = nil  -- the last state seen inside Visual mode
 
@@ -215,7 +227,9 @@ end
 
 -- Throttled sending: a leading edge at once, then at most one send per window, and the
 -- trailing edge always sends the final state.
-local timer, state, last_key, pending = nil, nil, nil, false
+---@type uv.uv_timer_t?
+local timer = nil
+local state, last_key, pending = nil, nil, false
 
 local function key(p)
   local s = p.selection
@@ -254,6 +268,7 @@ end
 
 -- Leaving Visual mode records the latest selection and sends it at once, outside the throttle.
 local function on_mode_changed()
+  ---@diagnostic disable-next-line: undefined-field (ModeChanged's v:event)
   local old, new = vim.v.event.old_mode:sub(1, 1), vim.v.event.new_mode:sub(1, 1)
   if not (VISUAL[old] and not VISUAL[new]) then return on_event() end
   local win = api.nvim_get_current_win()
@@ -268,7 +283,7 @@ local function on_mode_changed()
     local s, e = api.nvim_buf_get_mark(buf, '<'), api.nvim_buf_get_mark(buf, '>')
     if s[1] == 0 then return end
     local kind = VISUAL[vim.fn.visualmode()] or 'v'
-    local b = { e[1] - 1, e[2] }
+    local b = { e[1] - 1, e[2] } ---@type claude_nvim.SelectionEnd
     -- The marks do not say that CTRL-V `$` ran the block to each line's end; the snapshot does.
     b.eol = e[2] >= vim.v.maxcol or (kind == '\22' and snap ~= nil and snap.buf == buf and snap.eol)
     latest = { buf = buf, tick = tick, kind = kind, a = { s[1] - 1, s[2] }, b = b }

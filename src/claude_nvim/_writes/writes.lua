@@ -30,6 +30,7 @@ local function send_soon()  -- one message for a burst of buffer events
 end
 
 -- opts: event (the notification of the open files), watch (whether the server wants them).
+---@param opts { event: string, watch: boolean }
 function M.setup(opts)
   event = opts.event
   if not opts.watch then return end
@@ -59,6 +60,9 @@ end
 -- An unmodified buffer shows it: reloaded from its file here if that is the same (a shared
 -- mount: bufsync may have done it already), else given the text (another copy). A buffer with
 -- unsaved changes is left alone, and the user told once. Returns what it did.
+---@param path string
+---@param data string
+---@return 'not open'|'modified'|'current'|'refused'|'shown'|string
 function M.written(path, data)
   local buf = find(path)
   if buf == nil or not api.nvim_buf_is_loaded(buf) then return 'not open' end

@@ -9,7 +9,15 @@ local core = require('claude_nvim.core')
 local M = {}
 
 local REPLY = 'claude_nvim_reply'
-local plans = {}  -- reply id -> { buf, lines (the plan's), label, modes }
+---@class claude_nvim.Plan
+---@field buf integer its buffer
+---@field lines string[] the plan's
+---@field label string the Claude's
+---@field modes string[] those :ClaudeNvimPlanApprove takes
+
+---@type table<integer, claude_nvim.Plan>
+local plans = {}  -- reply id -> the plan
+---@type integer?
 local latest = nil
 
 local function tell(msg, level) core.tell(msg, level or 'INFO') end
@@ -64,6 +72,10 @@ end
 --- Show `plan` (the text of Claude `label`'s plan) for review; the verdict is the reply
 --- `id`: { verdict = 'approve', mode = ... } | { verdict = 'comment', message = ... } |
 --- { verdict = 'dialog' }. `modes`: those :ClaudeNvimPlanApprove takes.
+---@param id integer
+---@param plan string
+---@param label string
+---@param modes string[]
 function M.review(id, plan, label, modes)
   local lines = vim.split(plan:gsub('\n$', ''), '\n', { plain = true })
   local buf = api.nvim_create_buf(false, true)
@@ -102,6 +114,7 @@ function M.review(id, plan, label, modes)
 end
 
 --- :ClaudeNvimPlanApprove [mode]: approve the plan shown here (else the latest one).
+---@param mode string '' for claude's default
 function M.approve(mode)
   local id = vim.b.claude_nvim_plan or latest
   local plan = id and plans[id]
@@ -115,6 +128,7 @@ function M.approve(mode)
 end
 
 --- The question went away (answered in claude's dialog, or timed out): the buffer closes.
+---@param id integer
 function M.cancel(id)
   if plans[id] == nil then return nil end
   settle(id, nil)

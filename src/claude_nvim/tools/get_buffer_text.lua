@@ -1,8 +1,8 @@
 -- getBufferText's Neovim half (claude_nvim.tools.getBufferText): lines of an open buffer,
 -- capped in lines and bytes (tools/get_buffer_text.py).
 local api = vim.api
-local core = package.loaded['claude_nvim.core']
-local reload = package.loaded['claude_nvim.reload']
+local core = package.loaded['claude_nvim.core'] ---@module 'claude_nvim.core'
+local reload = package.loaded['claude_nvim.reload'] ---@module 'claude_nvim.reload'
 local M = {}
 
 -- `s` cut to at most `n` bytes, not inside a UTF-8 sequence.

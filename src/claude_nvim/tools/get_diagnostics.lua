@@ -2,8 +2,8 @@
 -- every open file's in slices of SLICE_MS, as JSON text in the CLI's shape
 -- (tools/get_diagnostics.py).
 local api = vim.api
-local core = package.loaded['claude_nvim.core']
-local reload = package.loaded['claude_nvim.reload']
+local core = package.loaded['claude_nvim.core'] ---@module 'claude_nvim.core'
+local reload = package.loaded['claude_nvim.reload'] ---@module 'claude_nvim.reload'
 local M = {}
 local SEVERITY = { 'Error', 'Warning', 'Information', 'Hint' }
 

@@ -1,7 +1,7 @@
 -- getQuickfixList's Neovim half (claude_nvim.tools.getQuickfixList): the quickfix list or a
 -- window's location list, capped, in UTF-16 columns (tools/get_quickfix_list.py).
 local api = vim.api
-local core = package.loaded['claude_nvim.core']
+local core = package.loaded['claude_nvim.core'] ---@module 'claude_nvim.core'
 local M = {}
 local TYPES = { E = 'Error', W = 'Warning', I = 'Info', N = 'Note', H = 'Hint' }
 

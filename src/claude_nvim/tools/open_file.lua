@@ -1,7 +1,7 @@
 -- openFile's Neovim half (claude_nvim.tools.openFile): find the file, load it with
 -- core.load, show it in an editor window and select lines or text (tools/open_file.py).
 local api = vim.api
-local core = package.loaded['claude_nvim.core']
+local core = package.loaded['claude_nvim.core'] ---@module 'claude_nvim.core'
 local M = {}
 
 -- Not filereadable(): it expands $VARS, and file names may contain '$'.
