@@ -1,4 +1,4 @@
--- luacheck's settings for every .lua file here: tox's lint environment runs tools/luacheck.py.
+-- luacheck's settings for every .lua file here: tox's lint environment runs scripts/luacheck.py.
 std = 'luajit'  -- Neovim's Lua: Lua 5.1 with LuaJIT's `bit` and `jit`
 max_line_length = 100
 exclude_files = { '.venv', '.tox', 'build', 'dist' }
