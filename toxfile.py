@@ -1,7 +1,7 @@
 """tox's inline plugin: a command that exits with :data:`SKIPPED` marks its environment SKIP.
 
 tox 4 has no setting that maps an exit status to "skipped"; it reports SKIP for an environment
-whose run raises its ``Skip``. ``nvim010``/``nvim012`` exit so (tools/with_nvim.py) when there
+whose run raises its ``Skip``. ``nvim010``/``nvim012`` exit so (scripts/with_nvim.py) when there
 is no such Neovim here, and the summary says ``SKIP``, not ``OK``.
 """
 

@@ -76,7 +76,7 @@ def find_sshd() -> str:
         return given
     if os.access("/usr/sbin/sshd", os.X_OK):
         return "/usr/sbin/sshd"
-    sys.path.insert(0, str(ROOT / "tools"))
+    sys.path.insert(0, str(ROOT / "scripts"))
     try:
         import sshd_bundle
     finally:

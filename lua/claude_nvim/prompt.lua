@@ -124,13 +124,8 @@ local SEVERITY = { 'ERROR', 'WARN', 'INFO', 'HINT' }
 ---@param list vim.Diagnostic[]
 ---@return string
 function M.diagnostic_lines(list)
-  table.sort(list, function(a, b)
-    if a.severity ~= b.severity then return a.severity < b.severity end
-    if a.bufnr ~= b.bufnr then return a.bufnr < b.bufnr end
-    return a.lnum < b.lnum
-  end)
   local out = {}
-  for _, d in ipairs(list) do
+  for _, d in ipairs(require('claude_nvim').most_severe_first(list)) do
     local name = api.nvim_buf_is_valid(d.bufnr) and api.nvim_buf_get_name(d.bufnr) or ''
     out[#out + 1] = ('- %s:%d:%d: %s %s%s'):format(name ~= '' and relative(name) or '[No Name]',
       d.lnum + 1, d.col + 1, SEVERITY[d.severity --[[@as integer]]] or '',

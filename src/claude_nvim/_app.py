@@ -58,7 +58,6 @@ from ._wire.constants import (
 )
 from ._wire.websocket import Connection, ConnectionClosed, Request
 from ._wire.workers import Workers
-from ._writes import WritesFeature
 from .tools._context import BuiltinContext
 
 log = logging.getLogger(__name__)
@@ -74,13 +73,13 @@ CLIENT_VERSION = dict(zip(("major", "minor", "patch"), map(int, re.findall(r"\d+
 
 def built_in(*, max_file_bytes: int, on_folders: Callable[[list[str]], None],
              diff_registry: DiffRegistry, outboxes: Outboxes, replies: Replies,
-             hooks: Hooks, writes: WritesFeature) -> list[Feature]:
+             hooks: Hooks) -> list[Feature]:
     """The features the App runs, in order: core first (the others' Lua requires it)."""
     review, follow = ReviewFeature(max_file_bytes, hooks.claudes), FollowFeature(max_file_bytes)
     hooks.listeners += [review.on_hook, follow.on_hook]
     return [CoreFeature(max_file_bytes, on_folders), LspFeature(replies), SelectionFeature(),
             DiffsFeature(diff_registry), MentionsFeature(outboxes), CommandsFeature(),
-            BufsyncFeature(), HooksFeature(hooks), review, RewindFeature(review), follow, writes]
+            BufsyncFeature(), HooksFeature(hooks), review, RewindFeature(review), follow]
 
 
 CLAUDE_FILES: dict[str, Callable[[int, str], str]] = {
@@ -174,12 +173,10 @@ class App:
         self._lock_pid = os.getpid()
         self._connection_ids = itertools.count(1)
         self.outboxes = Outboxes(mention_queue_seconds, self._tell, self.claudes)
-        self.writes = WritesFeature(remote, self.max_file_bytes)
-        """Files written here reach Neovim's buffers (when it is elsewhere)."""
         self.features: list[Feature] = built_in(
             max_file_bytes=self.max_file_bytes, on_folders=self._on_folders,
             diff_registry=self.diffs, outboxes=self.outboxes, replies=self.replies,
-            hooks=self.hooks, writes=self.writes)
+            hooks=self.hooks)
         """What runs in Neovim and what it sends, in order (see :class:`Feature`)."""
         for feature in self.features:
             feature.paths = self.paths
@@ -391,7 +388,7 @@ class App:
         editor: Editor = self.editor
         return BuiltinContext(tool=tool, editor=editor, connection=connection,
                               log=self._loggers[tool.name], big_reads=self.big_reads,
-                              paths=self.paths, written=self.writes.written, diffs=self.diffs,
+                              paths=self.paths, diffs=self.diffs,
                               replies=self.replies, hooks=self.hooks)
 
     async def _answer(self, ws: Connection, session: McpSession, message: str | bytes,

@@ -60,8 +60,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.set_defaults(command="serve")
     where = serve.add_mutually_exclusive_group()
     where.add_argument("--nvim", metavar="ADDR",
-                       help="Neovim's RPC address: socket path, named pipe or host:port, or - "
-                            "for stdin and stdout (default: $NVIM, set inside Neovim's :terminal)")
+                       help="Neovim's RPC address: socket path, named pipe or host:port "
+                            "(default: $NVIM, set inside Neovim's :terminal)")
     where.add_argument("--headless", action="store_true",
                        help="start a private headless Neovim (--clean) in this directory")
     serve.add_argument("--port", type=_port, default=0,
@@ -69,10 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--path-map", metavar="CLAUDE=NEOVIM", action="append", default=[],
                        help="a directory of this host (Claude's) and where Neovim has it, for "
                             "Neovim on another host or Claude in a container (repeatable; the "
-                            "longest prefix wins); implies --remote")
-    serve.add_argument("--remote", action="store_true",
-                       help="Neovim runs on another host or in another container (implied by "
-                            "--path-map and --nvim -): the lock names this process, Neovim's "
+                            "longest prefix wins): the lock names this process, Neovim's "
                             "environment is left alone")
     _add_disable(serve)
 

@@ -54,6 +54,11 @@ class Feature:
     paths: PathMap = PathMap()
     """Where Claude's paths are in Neovim and back: a path a feature sends to a client goes
     through ``self.paths.to_claude`` (or ``to_claude_fields``). The App sets the server's."""
+    editor: Editor | None = None
+    """The Neovim it was started with, from :meth:`start` to :meth:`stop` (None outside): for
+    what it does later, on a notification or a hook."""
+    nursery: trio.Nursery | None = None
+    """The server's nursery, from :meth:`start` to :meth:`stop`: for the tasks it starts."""
 
     def notifications(self) -> Mapping[str, NotificationHandler]:
         """The Neovim notifications it handles: event name -> handler."""
@@ -64,7 +69,9 @@ class Feature:
         return {}
 
     async def start(self, editor: Editor, nursery: trio.Nursery) -> None:
-        """Start it, once its Lua is installed: by default, ``setup(self.options(editor))``."""
+        """Start it, once its Lua is installed: by default, ``setup(self.options(editor))``;
+        ``editor`` and ``nursery`` are kept (:attr:`editor`, :attr:`nursery`)."""
+        self.editor, self.nursery = editor, nursery
         if self.lua is not None:
             await editor.call_lua(self.lua.name, "setup", self.options(editor))
 
@@ -75,4 +82,6 @@ class Feature:
         """A client went away: let go of what it owned."""
 
     def stop(self) -> None:
-        """The server stops (Neovim's half has been switched off already)."""
+        """The server stops (Neovim's half has been switched off already); an override calls
+        this one."""
+        self.editor = self.nursery = None

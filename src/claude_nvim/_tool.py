@@ -125,9 +125,6 @@ class ToolContext:
     With a map (a Claude on another host) it is a boundary: a path outside the mapped folders
     raises :class:`OutsideMap` going in (the call fails with its sentence), and going back is
     ``None`` (send nothing of that file)."""
-    written: Callable[[str], None] = lambda path: None
-    """``ctx.written(path)``: the file at ``path`` (Claude's) was just written on Claude's host;
-    where Neovim runs elsewhere, its buffer is shown the new text (does nothing otherwise)."""
 
     async def call_lua(self, fn: str, *args: Any) -> Any:
         """Call ``fn`` of this tool's own Lua module in Neovim: one RPC round trip."""

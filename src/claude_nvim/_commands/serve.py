@@ -11,7 +11,7 @@ from collections.abc import Callable
 import trio
 
 from .._app import App
-from .._nvim import STDIO, editor_for, open_to_others
+from .._nvim import editor_for, open_to_others
 from .._nvim.headless import find_nvim, headless_nvim
 from .._paths import PathMap
 from . import fail, log
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             print(f"claude-nvim serve: --path-map {exc}", file=sys.stderr)
             return 2
-        remote = args.remote or bool(paths) or address == STDIO
+        remote = bool(paths)
         if remote and (refusal := open_to_others(address)):
             return fail(refusal)
         # Tests make it short; a dead connection costs a lock that outlives it this long.

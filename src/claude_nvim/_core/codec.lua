@@ -1,7 +1,7 @@
 -- claude_nvim.codec: a file's bytes as the text Neovim reads from them, and a buffer's text as
--- the bytes :write writes; the one codec of claude-nvim: the reload (claude_nvim.reload, and
--- through it the writes shown from Claude's host) and the review's texts before and after a
--- turn (claude_nvim.review). Nothing else turns bytes into a buffer's text, or back.
+-- the bytes :write writes; the one codec of claude-nvim: the reload (claude_nvim.reload) and
+-- the review's texts before and after a turn (claude_nvim.review). Nothing else turns bytes
+-- into a buffer's text, or back.
 local M = {}
 
 local SWAP_CR_LF = { ['\r'] = '\n', ['\n'] = '\r' }  -- 'fileformat' mac: a CR ends a line

@@ -1,8 +1,8 @@
 -- claude_nvim.reload: a buffer brought up to date with its file, as Neovim's own reload would
 -- do it but without its cost: the smallest change, one undo step, marks and cursors kept (the
--- one way in is M.refresh; M.show for a file's bytes from elsewhere), and the record of what
--- Neovim last read or wrote of each file (M.disk, M.remember, M.changed_on_disk). Its bytes
--- are read as text by claude_nvim.codec. Started by core's setup (M.start).
+-- one way in is M.refresh), and the record of what Neovim last read or wrote of each file
+-- (M.disk, M.remember, M.changed_on_disk). Its bytes are read as text by claude_nvim.codec.
+-- Started by core's setup (M.start).
 local api = vim.api
 local uv = vim.uv or vim.loop
 local core = require('claude_nvim.core')
@@ -342,29 +342,6 @@ local function reload(buf, data, stat)
     known[buf] = { text = text, tick = api.nvim_buf_get_changedtick(buf) }
   end
   if #data > GARBAGE_BYTES then collect_soon() end
-  return nil
-end
-
---- Make `buf` show `data`, its file's bytes as they are elsewhere (on Claude's host, where
---- Neovim's file is another copy: sshfs, scp://), as a reload would: the smallest change, one
---- undo step, then unmodified; what Neovim knows of its own copy is left alone. Returns nil, or
---- why it could not.
----@param buf integer
----@param data string
----@return string? why
-function M.show(buf, data)
-  local text, read = codec.decode(data, buf)
-  if text == nil then return read --[[@as string]] end
-  local bo = vim.bo[buf]
-  local modifiable = bo.modifiable
-  if not modifiable then bo.modifiable = true end
-  local ok, err = pcall(apply, buf, text)
-  if not modifiable then bo.modifiable = false end
-  if not ok then return tostring(err) end
-  for option, value in pairs(read) do
-    if bo[option] ~= value then bo[option] = value end
-  end
-  bo.modified = false
   return nil
 end
 

@@ -176,16 +176,22 @@ function LISTS.quickfix()
   return items, 'the quickfix list has no file locations'
 end
 
--- The most severe first.
-function LISTS.diagnostics()
-  local found = vim.diagnostic.get()
-  table.sort(found, function(a, b)
+--- `list` sorted in place, the most severe first, then by buffer and line: the one order of
+--- diagnostics, here and in the plugin's prompts (require('claude_nvim').most_severe_first).
+---@param list vim.Diagnostic[]
+---@return vim.Diagnostic[] list
+function M.most_severe_first(list)
+  table.sort(list, function(a, b)
     if a.severity ~= b.severity then return a.severity < b.severity end
     if a.bufnr ~= b.bufnr then return a.bufnr < b.bufnr end
     return a.lnum < b.lnum
   end)
+  return list
+end
+
+function LISTS.diagnostics()
   local items = {}
-  for _, d in ipairs(found) do
+  for _, d in ipairs(M.most_severe_first(vim.diagnostic.get())) do
     local path = file_of(d.bufnr)
     if path ~= '' then
       items[#items + 1] = { path, d.lnum + 1, math.max(d.end_lnum or d.lnum, d.lnum) + 1 }

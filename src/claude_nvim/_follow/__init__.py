@@ -70,7 +70,6 @@ class FollowFeature(Feature):
         self.max_file_bytes = max_file_bytes
         self.on = False
         """Whether Neovim follows (it says so at setup and whenever that changes)."""
-        self._editor: Editor | None = None
         self._writing: dict[str, bytes | None] = {}
         """The bytes before each write begun (by tool use id)."""
 
@@ -80,13 +79,6 @@ class FollowFeature(Feature):
     def options(self, editor: Editor) -> JSON:
         return {"enabled": ENABLED}
 
-    async def start(self, editor: Editor, nursery: trio.Nursery) -> None:
-        self._editor = editor
-        await super().start(editor, nursery)
-
-    def stop(self) -> None:
-        self._editor = None
-
     def _enabled(self, args: list[Any]) -> None:
         self.on = bool(args and args[0])
         if not self.on:
@@ -94,7 +86,7 @@ class FollowFeature(Feature):
 
     async def on_hook(self, claude: Claude, event: JSON) -> None:
         name, path = event["name"], event["path"]
-        if not self.on or self._editor is None or event["tool"] not in FILE_TOOLS or not path \
+        if not self.on or self.editor is None or event["tool"] not in FILE_TOOLS or not path \
                 or name not in ("PreToolUse", "PostToolUse"):
             return
         who = claude.entry()  # as it is at this hook
@@ -105,8 +97,8 @@ class FollowFeature(Feature):
                 self._writing.clear()
             self._writing[event["tool_use"]] = data
             # Never awaited: a busy Neovim must not hold claude's tool call up.
-            self._editor.call_lua_soon(MODULE, "writing", who, where)
+            self.editor.call_lua_soon(MODULE, "writing", who, where)
         else:
             lines = changed_lines(self._writing.pop(event["tool_use"], None), data)
-            self._editor.call_lua_soon(MODULE, "written", who, where,
+            self.editor.call_lua_soon(MODULE, "written", who, where,
                                        list(lines) if lines else None)

@@ -290,6 +290,7 @@ class HooksFeature(Feature):
 
     def stop(self) -> None:
         self.hooks.detach()
+        super().stop()
 
 
 def interrupted_at(path: str, known_size: int) -> tuple[int, float | None]:

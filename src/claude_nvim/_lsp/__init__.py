@@ -1,6 +1,6 @@
 """The LSP tools' shared Lua: ``lsp.lua`` (``claude_nvim.lsp``), which asks the user's language
 servers without blocking Neovim; the answers come back later (:mod:`.replies`). What the
-``lsp*`` tools share on the Python side is in :mod:`claude_nvim.tools._lsp`."""
+``lsp*`` tools share on the Python side is in :mod:`claude_nvim.tools._lsp_tools`."""
 
 from __future__ import annotations
 

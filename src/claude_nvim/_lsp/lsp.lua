@@ -56,7 +56,8 @@ function L.cancel(id)
   return p.phase or vim.NIL
 end
 
--- Nothing to set: each request brings its limits (tools/_lsp.py), which tests change per call.
+-- Nothing to set: each request brings its limits (tools/_lsp_tools.py), which tests change per
+-- call.
 function L.setup() end
 
 function L.stop()
@@ -216,7 +217,7 @@ end
 ---@param buf integer
 ---@param fresh boolean
 ---@param method string
----@param req table the call's arguments and limits (tools/_lsp.py)
+---@param req table the call's arguments and limits (tools/_lsp_tools.py)
 ---@param go fun(clients: vim.lsp.Client[])
 function L.when_ready(id, buf, fresh, method, req, go)
   local clients = L.ready(buf, method)

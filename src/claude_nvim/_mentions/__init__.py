@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import trio
-
 from .._feature import JSON, Feature, NotificationHandler
 from .._nvim.editor import Editor
 from .._nvim.lua import CORE, shared_module
@@ -37,8 +35,6 @@ class MentionsFeature(Feature):
 
     def __init__(self, outboxes: Outboxes) -> None:
         self.outboxes = outboxes
-        self._nursery: trio.Nursery | None = None
-        self._editor: Editor | None = None
 
     def notifications(self) -> Mapping[str, NotificationHandler]:
         return {NOTIFICATION: self._mention}
@@ -46,23 +42,19 @@ class MentionsFeature(Feature):
     def options(self, editor: Editor) -> JSON:
         return {"event": NOTIFICATION}
 
-    async def start(self, editor: Editor, nursery: trio.Nursery) -> None:
-        self._nursery, self._editor = nursery, editor
-        await super().start(editor, nursery)
-
     def _mention(self, args: list[Any]) -> None:
         # A mention or a list of them; the terminals the user visited; the Claudes' labels.
         mentions, recent, labels = [*args, None, None, None][:3]
         if isinstance(mentions, dict):
             mentions = [mentions]
-        if self._nursery is None or not isinstance(mentions, list):
+        if self.nursery is None or not isinstance(mentions, list):
             return
         mapped = [self.paths.to_claude_fields(m) for m in mentions if isinstance(m, dict)]
         messages = [notification("at_mentioned", m) for m in mapped if m is not None]
-        if len(messages) < len(mapped) and self._editor is not None:  # files outside the map
-            self._editor.call_lua_soon(CORE, "tell", OUTSIDE, "WARN")
+        if len(messages) < len(mapped) and self.editor is not None:  # files outside the map
+            self.editor.call_lua_soon(CORE, "tell", OUTSIDE, "WARN")
         buffers = [b for b in recent if isinstance(b, int)] if isinstance(recent, list) else []
         names = {int(b): str(label) for b, label in labels.items() if str(b).isdigit()
                  } if isinstance(labels, dict) else {}
         if messages:
-            self.outboxes.send_mention(messages, buffers, self._nursery, names)
+            self.outboxes.send_mention(messages, buffers, self.nursery, names)

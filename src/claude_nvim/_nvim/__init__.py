@@ -22,7 +22,6 @@ import stat
 import sys
 
 from .editor import DEFAULT_TIMEOUT, Editor, parse_address
-from .editor import STDIO as STDIO
 from .scheduler import MAX_IN_FLIGHT
 from .socket import SocketEditor
 
@@ -39,15 +38,13 @@ def editor_for(address: str, *, timeout: float = DEFAULT_TIMEOUT,
 def open_to_others(address: str) -> str | None:
     """Why the Neovim at ``address`` is open to other users of this host, or None.
 
-    ``serve --remote`` reaches a Neovim on another host through a forwarded socket that the
-    user set up (``claude-nvim remote`` never does: its server runs beside Neovim): whoever
+    ``serve --path-map`` may reach a Neovim on another host through a forwarded socket that
+    the user set up (``claude-nvim remote`` never does: its server runs beside Neovim): whoever
     can connect to that can run any command as the user, on the user's machine. So it
     must be a socket of this user's that no one else may open, or one in such a directory. A
-    TCP address is open to every process of the host; stdin and stdout are private.
+    TCP address is open to every process of the host.
     """
     kind, where = parse_address(address)
-    if kind == "stdio":
-        return None
     if kind == "tcp":
         return (f"Neovim's address {address} is a TCP port, which every user of this host can "
                 "connect to (and run commands as you in Neovim): forward Neovim's socket as a "

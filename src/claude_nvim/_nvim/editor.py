@@ -44,15 +44,8 @@ class Editor(Protocol):
     def on_notification(self, event: str, callback: NotificationCallback) -> None: ...
 
 
-STDIO = "-"
-"""The address of a Neovim reached through this process's stdin and stdout (a relay's)."""
-
-
 def parse_address(address: str) -> tuple[str, dict[str, Any]]:
-    """``("tcp", {address, port})``, ``("socket", {path})`` or ``("stdio", {})`` for a Neovim
-    RPC address."""
-    if address == STDIO:
-        return "stdio", {}
+    """``("tcp", {address, port})`` or ``("socket", {path})`` for a Neovim RPC address."""
     match = re.fullmatch(r"\[?([\w.:-]+?)\]?:(\d+)", address)
     if match and not os.path.exists(address):
         return "tcp", {"address": match[1], "port": int(match[2])}

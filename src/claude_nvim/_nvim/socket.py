@@ -10,8 +10,6 @@ named pipes.
 from __future__ import annotations
 
 import logging
-import os
-import sys
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
@@ -56,11 +54,8 @@ class SocketEditor(EditorBase):
         except OSError as exc:
             raise EditorGone(f"cannot reach Neovim at {self.address}: {exc}") from exc
         try:
-            receive: Callable[[int], Awaitable[bytes | bytearray]] = stream.receive_some
-            send: Callable[[bytes], Awaitable[None]] = stream.send_all  # stdin and stdout
-            if isinstance(stream, trio.SocketStream):
-                # The socket itself: the stream's wrappers cost 2-4 µs a call.
-                receive, send = stream.socket.recv, partial(send_all, stream.socket)
+            # The socket itself: the stream's wrappers cost 2-4 µs a call.
+            receive, send = stream.socket.recv, partial(send_all, stream.socket)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._read, receive)
                 nursery.start_soon(self._write, send)
@@ -143,11 +138,8 @@ class SocketEditor(EditorBase):
             self._send(self._packer.pack([NOTIFICATION, method, args]))
 
 
-async def _connect(address: str) -> trio.abc.Stream:
+async def _connect(address: str) -> trio.SocketStream:
     kind, where = parse_address(address)
-    if kind == "stdio":  # a relay's pipes; nothing else of ours writes to stdout
-        return trio.StapledStream(trio.lowlevel.FdStream(os.dup(sys.stdout.fileno())),
-                                  trio.lowlevel.FdStream(os.dup(sys.stdin.fileno())))
     if kind == "tcp":
         return await trio.open_tcp_stream(where["address"], where["port"])  # sets TCP_NODELAY
     return await trio.open_unix_socket(where["path"])

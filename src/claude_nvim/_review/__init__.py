@@ -65,8 +65,6 @@ class ReviewFeature(Feature):
         before it has one)."""
         self.turns = turns or Turns()
         self.quiet_seconds = quiet_seconds
-        self._editor: Editor | None = None
-        self._nursery: trio.Nursery | None = None
         self._quiet = trio.Event()
 
     def notifications(self) -> Mapping[str, NotificationHandler]:
@@ -76,12 +74,8 @@ class ReviewFeature(Feature):
         return {"before": BEFORE, "request": REQUEST}
 
     async def start(self, editor: Editor, nursery: trio.Nursery) -> None:
-        self._editor, self._nursery = editor, nursery
         await super().start(editor, nursery)
         nursery.start_soon(self._end_quiet_turns)
-
-    def stop(self) -> None:
-        self._editor = self._nursery = None
 
     # Reading files: in a thread, the hook's answer waits for it (claude writes after).
 
@@ -165,18 +159,18 @@ class ReviewFeature(Feature):
             self.turns.written(turn, key, after if ok else None)
         recorded = self.turns.end(claude)
         self._forget_reported()
-        if recorded is not None and self._nursery is not None and not reviewed:
-            self._nursery.start_soon(self._mark, recorded)
+        if recorded is not None and self.nursery is not None and not reviewed:
+            self.nursery.start_soon(self._mark, recorded)
 
     def _forget_reported(self) -> None:
-        if self._editor is not None:
-            self._editor.call_lua_soon(MODULE, "forget_reported")
+        if self.editor is not None:
+            self.editor.call_lua_soon(MODULE, "forget_reported")
 
     async def _mark(self, turn: Turn) -> None:
         """Tell Neovim a turn changed files: signs in the loaded ones, status(). In slices, a
         call each (``PATHS_PER_CALL`` paths, ``MARK_BYTES_PER_CALL`` of texts): the end of a
         turn of any size never holds Neovim longer than one slice."""
-        editor = self._editor
+        editor = self.editor
         if editor is None or turn.number is None:
             return
         paths = {local: c for c in turn.files.values()
@@ -206,12 +200,12 @@ class ReviewFeature(Feature):
     def _before(self, args: list[Any]) -> None:
         path, before = [*args, None, None][:2]
         if not isinstance(path, str) or not isinstance(before, (str, bytes)) \
-                or self._nursery is None:
+                or self.nursery is None:
             return
         data = before.encode("utf-8", "surrogateescape") if isinstance(before, str) else before
         claude_path = self.paths.to_claude(path)
         if claude_path is not None:  # None: outside the map, no Claude there changes it
-            self._nursery.start_soon(self._changed_on_disk, claude_path, data)
+            self.nursery.start_soon(self._changed_on_disk, claude_path, data)
 
     async def _changed_on_disk(self, path: str, before: bytes) -> None:
         key, now = self._key(path), time.time()
@@ -253,11 +247,11 @@ class ReviewFeature(Feature):
     # The user's commands
 
     def _request(self, args: list[Any]) -> None:
-        if self._nursery is not None and args and isinstance(args[0], str):
-            self._nursery.start_soon(self._answer, args[0], args[1:])
+        if self.nursery is not None and args and isinstance(args[0], str):
+            self.nursery.start_soon(self._answer, args[0], args[1:])
 
     async def _answer(self, what: str, args: list[Any]) -> None:
-        editor = self._editor
+        editor = self.editor
         if editor is None:
             return
         try:

@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import trio
-
 from .._feature import JSON, Feature, NotificationHandler
 from .._nvim.editor import Editor
 from .._nvim.lua import shared_module
@@ -56,8 +54,6 @@ class RewindFeature(Feature):
 
     def __init__(self, review: ReviewFeature) -> None:
         self.review = review
-        self._editor: Editor | None = None
-        self._nursery: trio.Nursery | None = None
 
     def notifications(self) -> Mapping[str, NotificationHandler]:
         return {REQUEST: self._request}
@@ -65,21 +61,14 @@ class RewindFeature(Feature):
     def options(self, editor: Editor) -> JSON:
         return {"request": REQUEST}
 
-    async def start(self, editor: Editor, nursery: trio.Nursery) -> None:
-        self._editor, self._nursery = editor, nursery
-        await super().start(editor, nursery)
-
-    def stop(self) -> None:
-        self._editor = self._nursery = None
-
     def _request(self, args: list[Any]) -> None:
         number, apply = [*args, None, None][:2]
-        if self._nursery is not None:
-            self._nursery.start_soon(self._rewind, number if isinstance(number, int) else None,
+        if self.nursery is not None:
+            self.nursery.start_soon(self._rewind, number if isinstance(number, int) else None,
                                      apply is True)
 
     async def _rewind(self, number: int | None, apply: bool) -> None:
-        editor = self._editor
+        editor = self.editor
         if editor is None:
             return
         kept = list(self.review.turns)

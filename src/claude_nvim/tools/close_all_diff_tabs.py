@@ -13,8 +13,6 @@ async def close_all_diff_tabs(ctx: ToolContext, args: JSON) -> ToolResult:
     diffs = builtin(ctx).diffs
     mine = diffs.owned_by(ctx.connection.id)
     for diff in mine:
-        if diff.status == "accepted":  # the CLI has written it: Neovim's copy may not show it
-            ctx.written(diff.path)
         await dismiss(ctx.editor, diffs, diff)
     return text_result(f"CLOSED_{len(mine)}_DIFF_TABS")
 

@@ -12,8 +12,6 @@ async def close_tab(ctx: ToolContext, args: JSON) -> ToolResult:
     diffs = builtin(ctx).diffs
     diff = diffs.find(args["tab_name"])
     if diff is not None:
-        if diff.status == "accepted":  # the CLI has written it: Neovim's copy may not show it
-            ctx.written(diff.path)
         await dismiss(ctx.editor, diffs, diff)
     return text_result("TAB_CLOSED")
 

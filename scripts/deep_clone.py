@@ -1,6 +1,6 @@
 """Run tests from a copy of this checkout under a deep directory, as a user's clone may be.
 
-    python tools/deep_clone.py [pytest arguments]
+    python scripts/deep_clone.py [pytest arguments]
 
 A path goes into messages (the Python the plugin runs, a file's name), and a message wider than
 Neovim's command line used to stop it at a hit-enter prompt, which holds every RPC call: the

@@ -1,5 +1,5 @@
 ---@meta
--- The few luv (vim.uv) functions claude-nvim calls, for the Lua type check (tools/lua_typecheck.py)
+-- The few luv (vim.uv) functions claude-nvim calls, for the Lua type check (scripts/lua_typecheck.py)
 -- on a Neovim runtime without luv's own annotations (0.11 and older; 0.12 has lua/uv/_meta.lua).
 -- Loose on purpose: it names what exists, the runtime's docs say the rest.
 

@@ -1,6 +1,6 @@
 """Run a command (the test suite) beside processes that burn CPU: a busy machine, on purpose.
 
-    python tools/under_load.py [--burners N] pytest -n auto
+    python scripts/under_load.py [--burners N] pytest -n auto
 
 tox's ``load`` environment runs this: no test may fail because the machine is slow (tests wait
 for conditions, never for wall-clock time; see docs/architecture.md, "Tests"). The burners

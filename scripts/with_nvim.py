@@ -1,6 +1,6 @@
 """Run a command (the test suite) against another Neovim version, or say it was skipped.
 
-    python tools/with_nvim.py 0.10 pytest -q
+    python scripts/with_nvim.py 0.10 pytest -q
 
 tox's ``nvim010`` and ``nvim012`` environments run this. The Neovim is, in this order:
 ``$CLAUDE_NVIM_NVIM_010`` (``_012``); the bundle at :func:`bundle` (where

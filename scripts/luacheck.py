@@ -1,6 +1,6 @@
 """Run luacheck over every .lua file of the checkout (tox's ``lint`` environment runs this).
 
-    python tools/luacheck.py [CACHE]
+    python scripts/luacheck.py [CACHE]
 
 The settings are the checkout's ``.luacheckrc``. The luacheck is ``luacheck`` on PATH if there
 is one, else Debian's (``lua-check``, with the Lua 5.1 and the two libraries it runs on)

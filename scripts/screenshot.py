@@ -4,7 +4,7 @@ in its manual mode). The stand-in only draws a few lines of text where claude's 
 be: the real CLI needs an account and the network. Prints the screen, as tmux capture-pane
 reads it.
 
-    .venv/bin/python tools/screenshot.py > /tmp/screen.txt
+    .venv/bin/python scripts/screenshot.py > /tmp/screen.txt
 """
 
 from __future__ import annotations
