@@ -8,7 +8,9 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import stat
+import subprocess
 import sys
 from pathlib import Path
 from unittest.mock import ANY
@@ -122,6 +124,7 @@ async def test_claude_starts_before_the_server_and_is_answered(claude_dir, gated
             f"/proc/{started['pid']}/environ").read_bytes().split(b"\0") if b"=" in line)
         assert {k: environ.get(k.encode(), b"").decode() for k in published["env"]} == \
             published["env"]
+        assert token.encode() not in Path(f"/proc/{started['pid']}/environ").read_bytes()
         argv = Path(f"/proc/{server}/cmdline").read_bytes()
         assert b"--listen-fd" in argv and token.encode() not in argv
         # The server kept the token (and wrote the lock as its own): a wrong one is refused.
@@ -154,3 +157,16 @@ def test_the_plugin_has_the_hooks_claude_gets_from_the_server():
         "regenerate it: python -c 'import json; from claude_nvim._hooks import claude_settings; "
         "print(json.dumps(claude_settings(), indent=1))' > src/claude_nvim/_hooks/"
         "claude_settings.json")
+
+
+def test_serve_refuses_a_listening_fd_without_its_token(tmp_path):
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        env = {k: v for k, v in os.environ.items() if k != "CLAUDE_NVIM_TOKEN"}
+        done = subprocess.run([sys.executable, "-m", "claude_nvim", "serve", "--nvim",
+                               str(tmp_path / "none.sock"), "--listen-fd",
+                               str(listening.fileno())], pass_fds=[listening.fileno()], env=env,
+                              capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "CLAUDE_NVIM_TOKEN" in done.stderr
