@@ -281,11 +281,14 @@ local function serve_activated(cmd, activation)
   local job, said, stderr = {}, nil, uv.new_pipe(false)
   local args = vim.list_extend(vim.list_slice(cmd, 2),
     { 'serve', '--nvim', vim.v.servername, '--listen-fd', '3' })
-  local process, pid = uv.spawn(cmd[1], { args = args, env = activation.env,
+  local rest = ''  -- stderr's unfinished line
+  local process, pid
+  process, pid = uv.spawn(cmd[1], { args = args, env = activation.env,
     stdio = { nil, nil, stderr, activation.fd }, cwd = vim.fn.getcwd() },
     function(code) vim.schedule(function()
+      process:close()
       stderr:close()
-      exited(job, code, said)
+      exited(job, code, error_line({ rest }, said))
     end) end)
   activate.handed_over(activation)
   if not process then
@@ -293,7 +296,6 @@ local function serve_activated(cmd, activation)
     activate.clean_up(activation)
     return settle(false, 'cannot run ' .. cmd[1] .. ': ' .. tostring(pid))
   end
-  local rest = ''
   stderr:read_start(function(_, data)
     if not data then return end
     local lines = vim.split(rest .. data, '\n')
