@@ -170,3 +170,15 @@ def test_serve_refuses_a_listening_fd_without_its_token(tmp_path):
                               capture_output=True, text=True, timeout=60)
     assert done.returncode != 0
     assert "CLAUDE_NVIM_TOKEN" in done.stderr
+
+
+async def test_with_tools_disabled_claude_waits_for_the_server(claude_dir, monkeypatch):
+    # The server may then give claude other arguments (no hooks without their tool): the old way.
+    monkeypatch.setenv("CLAUDE_NVIM_DISABLE", "getOpenEditors")
+    async with plugin_user(claude_dir) as user:
+        nvim_pid = await user.exec_lua("return vim.fn.getpid()")
+        await user.request("nvim_command", "ClaudeNvim")
+        await claude_started(claude_dir)
+        await eventually(user, "return (require('claude_nvim').server().clients or 0) == 1")
+        [server] = server_pids(nvim_pid)
+        assert b"--listen-fd" not in Path(f"/proc/{server}/cmdline").read_bytes()

@@ -307,10 +307,11 @@ local function serve_activated(cmd, activation)
   serving, activated = job, activation
 end
 
--- Socket activation, unless the server is not this host's (opts.remote) or the user disabled
--- tools (then the claude the server serves gets other arguments).
+-- Socket activation, unless the server is not this host's (opts.remote), the user disabled
+-- tools (then the claude the server serves gets other arguments) or on Windows (no socket is
+-- inherited as an fd there).
 local function activation_wanted(cmd)
-  return require('claude_nvim.remote').target() == nil
+  return require('claude_nvim.remote').target() == nil and vim.fn.has('win32') == 0
     and (vim.env.CLAUDE_NVIM_DISABLE or '') == '' and not vim.tbl_contains(cmd, '--disable')
 end
 
