@@ -57,9 +57,22 @@ def send(sock: socket.socket, message: dict) -> None:
     sock.sendall(frame(json.dumps(message).encode()))
 
 
+def newest_lock(directory: str) -> str:
+    """The newest lock file there, as the CLI reads them (newest first)."""
+    names = [n for n in os.listdir(directory) if n.endswith(".lock")]
+    return max(names, key=lambda n: os.stat(os.path.join(directory, n)).st_mtime)[:-5]
+
+
 def main() -> None:
-    port = os.environ["CLAUDE_CODE_SSE_PORT"]
+    # $STANDIN_DELAY: seconds of start-up first (the real CLI's is about one), then the newest
+    # lock, as the CLI finds its IDE; without it, at once, the lock of CLAUDE_CODE_SSE_PORT.
+    delay = float(os.environ.get("STANDIN_DELAY") or 0)
     config = os.environ.get("CLAUDE_CONFIG_DIR") or os.path.expanduser("~/.claude")
+    if delay:
+        time.sleep(delay)
+        port = newest_lock(os.path.join(config, "ide"))
+    else:
+        port = os.environ["CLAUDE_CODE_SSE_PORT"]
     with open(os.path.join(config, "ide", port + ".lock")) as lock:
         token = json.load(lock)["authToken"]
     sock = socket.create_connection(("127.0.0.1", int(port)))

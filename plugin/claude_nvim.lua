@@ -96,7 +96,8 @@ for name, cmd in pairs({ toggle = 'ClaudeNvim', focus = 'ClaudeNvimFocus', new =
   end
 end
 
--- The server starts once a UI is up (opts.start_server), so that Claude connects at once.
+-- With opts.start_server = 'startup' the server starts once a UI is up (claude outside Neovim
+-- finds it); by default at first use.
 if vim.v.vim_did_enter == 1 and #vim.api.nvim_list_uis() > 0 then
   vim.schedule(function() plugin().start_ahead() end)
 else

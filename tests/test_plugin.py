@@ -511,7 +511,9 @@ async def test_checkhealth_gives_advice_for_what_is_missing(claude_dir, monkeypa
 
 @contextlib.asynccontextmanager
 async def plugin_client(user, claude_dir: Path):
-    """An MCP client (as a claude is) of the server the plugin started, once it is ready."""
+    """An MCP client (as a claude is) of the server the plugin starts (at first use, as now),
+    once it is ready."""
+    await user.exec_lua("local p = require('claude_nvim'); if not p.server() then p.serve() end")
     port = await eventually(user, "local s = require('claude_nvim').server()\n"
                                   "return s and s.claude and s.port", timeout=WAIT)
     lock = claude_dir / "cfg" / "ide" / f"{port}.lock"
@@ -527,8 +529,9 @@ WINDOWS = """return vim.tbl_map(function(w) local b = vim.api.nvim_win_get_buf(w
 async def test_the_proposal_says_what_it_is_and_how_to_answer(user, claude_dir, open_in):
     path = claude_dir / "a.py"
     path.write_text("old\n")
-    await user.exec_lua("require('claude_nvim').setup({diff = {open_in = select(1, ...)}})",
-                        open_in)
+    await user.exec_lua("local p = require('claude_nvim')\n"
+                        "p.setup(vim.tbl_deep_extend('force', p.config, "
+                        "{diff = {open_in = select(1, ...)}}))", open_in)
     await user.request("nvim_ui_try_resize", 200, 40)
     await user.request("nvim_command", f"edit {path} | vsplit | enew")  # like a terminal beside
     before = await user.exec_lua("return {vim.api.nvim_get_current_win(), "
@@ -569,8 +572,9 @@ async def test_the_proposal_says_what_it_is_and_how_to_answer(user, claude_dir, 
 async def test_keep_focus_leaves_the_cursor_in_the_terminal(user, claude_dir):
     path = claude_dir / "a.py"
     path.write_text("old\n")
-    await user.exec_lua("require('claude_nvim').setup({diff = {open_in = 'current',"
-                        " keep_focus = true}})")
+    await user.exec_lua("local p = require('claude_nvim')\n"
+                        "p.setup(vim.tbl_deep_extend('force', p.config, {diff = {open_in = "
+                        "'current', keep_focus = true}}))")
     await user.request("nvim_command", f"edit {path} | botright vsplit | terminal")
     await user.request("nvim_command", "startinsert")
     terminal = await user.exec_lua("return vim.api.nvim_get_current_win()")
@@ -653,11 +657,10 @@ def children_of(pid: int) -> list[int]:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 async def test_one_claude_nvim_process_beside_any_number_of_claudes(user, claude_dir):
-    # The server starts once the UI is up, before any command: Claude connects at once.
-    server = await eventually(user, READY_SERVER, timeout=WAIT)
     for command in ("ClaudeNvim", "ClaudeNvimNew", "ClaudeNvimNew"):
         await user.request("nvim_input", "<C-\\><C-n>")
         await user.request("nvim_command", command)
+    server = await eventually(user, READY_SERVER, timeout=WAIT)
     claudes = {c["pid"] for c in await claudes_started(claude_dir, 3)}
     assert await eventually(user, "local s = require('claude_nvim').status()\n"
                                   "return s:find('3') and s") == "Claude \N{MULTIPLICATION SIGN}3"

@@ -590,8 +590,8 @@ return table.concat(vim.api.nvim_buf_get_lines(info.buf, 0, -1, false), '')  -- 
 async def test_claude_nvim_with_a_target_runs_claude_there_from_the_plugin(
         ssh_server, remote_bin, remote_ws, remote_home, tmp_path):
     workspace(tmp_path)
-    async with plugin_user(tmp_path, remote={"args": plugin_options(ssh_server, remote_bin)}) \
-            as user:
+    async with plugin_user(tmp_path, remote={"args": plugin_options(ssh_server, remote_bin)},
+                           start_server="startup") as user:
         # A local server runs first (opts.start_server = 'startup'): :ClaudeNvim TARGET
         # switches this Neovim to the one there, and starts Claude there.
         await eventually(user, "return require('claude_nvim').server() ~= nil", timeout=WAIT)
@@ -631,7 +631,7 @@ async def test_a_target_in_the_options_serves_from_there_from_the_start(
     workspace(tmp_path)
     remote = {"target": f"ssh://{Sshd.HOST}{remote_ws}",
               "args": plugin_options(ssh_server, remote_bin)}
-    async with plugin_user(tmp_path, remote=remote) as user:
+    async with plugin_user(tmp_path, remote=remote, start_server="startup") as user:
         # opts.start_server = 'startup': the server there, ready before any command.
         served = await eventually(user, READY, timeout=WAIT)
         assert served["clients"] == 0 and len(remote_locks(remote_home)) == 1

@@ -4,6 +4,7 @@
 -- claude_nvim.mentions, claude_nvim.diffs, ...: this plugin owns `claude_nvim` and the files
 -- under lua/claude_nvim/, and only calls into the server's modules while a server runs.
 local api = vim.api
+local uv = vim.uv or vim.loop
 
 --- Where the Claude window opens (:help claude-nvim-opts.terminal).
 ---@class claude_nvim.TerminalOpts
@@ -36,7 +37,7 @@ local api = vim.api
 ---@field cmd? string|string[] the claude-nvim to run; nil: the private install, else PATH
 ---@field python? string the Python for the private install; nil: python3.14 ... python3
 ---@field packages? string[] tool packages for the private install too, as pip names them
----@field start_server? 'startup'|'first_use' when the server starts; default 'startup'
+---@field start_server? 'startup'|'first_use' when the server starts; default 'first_use'
 ---@field terminal? claude_nvim.TerminalOpts
 ---@field diff? claude_nvim.DiffOpts
 ---@field remote? claude_nvim.RemoteOpts
@@ -56,7 +57,7 @@ local defaults = {
                              -- private install, else claude-nvim on PATH
   python = nil,              -- the Python for the private install; nil: python3.14 ... python3
   packages = {},             -- tool packages for it too: paths, 'git+https://...', PyPI names
-  start_server = 'startup',  -- 'startup': once a UI is up; 'first_use': at the first command
+  start_server = 'first_use', -- 'first_use': at the first command; 'startup': once a UI is up
   terminal = {               -- the Claude window
     position = 'right',      -- 'right' 'left' 'bottom' 'top' 'float' 'tab'
     size = 0.4,              -- below 1: a share of the editor; else cells
@@ -231,7 +232,7 @@ end
 -- The server runs in a job of its own (`claude-nvim serve`), as long as Neovim: one Python
 -- process for any number of Claudes, which the plugin starts itself with what the server
 -- publishes. Whoever needs it waits for its announcement (User ClaudeNvimServerReady).
-local serving = nil  -- the server's job id, while the one this plugin started runs
+local serving = nil  -- the server's job (id, or { stop }), while the one this plugin started runs
 local waiting = {}   -- {ready = fn(info), failed = fn(why)}: for a ready server
 local stopped = {}   -- what to call once the server's job has exited (M.stop_server)
 local served = {}    -- job id -> true: that job's server was ready once
@@ -255,45 +256,116 @@ api.nvim_create_autocmd('User', { pattern = 'ClaudeNvimServerReady',
     end)
   end })
 
-local function serve()
+local activated = nil  -- the socket activation of the running server (claude_nvim.activate)
+
+-- The server's job has exited, with `code`.
+local function exited(job, code, said)
+  if serving == job then serving = nil end
+  if activated and activated.job == job then
+    require('claude_nvim.activate').clean_up(activated)
+    activated = nil
+  end
+  -- Refused as another server is starting here: that one will announce itself. One that
+  -- served and ended (a remote one whose connection dropped) is followed by a new one for who
+  -- waits meanwhile.
+  if #waiting > 0 and not server() then
+    if served[job] and serving == nil then
+      M.serve()
+    else
+      settle(false, said or ('the claude-nvim server exited with code ' .. code))
+    end
+  end
+  served[job] = nil
+  local now = stopped  -- last: they may start the next server
+  stopped = {}
+  for _, done in ipairs(now) do done() end
+end
+
+-- The last line of error in `lines` ("claude-nvim: why"), or `said`.
+local function error_line(lines, said)
+  for _, line in ipairs(lines) do
+    if line:match('^claude%-nvim: ') then said = line:sub(14) end
+  end
+  return said
+end
+
+-- The server on a socket bound here (claude_nvim.activate): spawned with the listening socket
+-- as its fd 3, which jobstart cannot hand over. Its job is a table { stop = fn }.
+local function serve_activated(cmd, activation)
+  local activate = require('claude_nvim.activate')
+  local job, said, stderr = {}, nil, uv.new_pipe(false)
+  local args = vim.list_extend(vim.list_slice(cmd, 2),
+    { 'serve', '--nvim', vim.v.servername, '--listen-fd', '3' })
+  local rest = ''  -- stderr's unfinished line
+  local process, pid
+  process, pid = uv.spawn(cmd[1], { args = args, env = activation.env,
+    stdio = { nil, nil, stderr, activation.fd }, cwd = vim.fn.getcwd() },
+    function(code) vim.schedule(function()
+      process:close()
+      stderr:close()
+      exited(job, code, error_line({ rest }, said))
+    end) end)
+  activate.handed_over(activation)
+  if not process then
+    stderr:close()
+    activate.clean_up(activation)
+    return settle(false, 'cannot run ' .. cmd[1] .. ': ' .. tostring(pid))
+  end
+  stderr:read_start(function(_, data)
+    if not data then return end
+    local lines = vim.split(rest .. data, '\n')
+    rest = table.remove(lines)
+    said = error_line(lines, said)
+  end)
+  job.stop = function() if not process:is_closing() then process:kill('sigterm') end end
+  activation.job = job
+  serving, activated = job, activation
+end
+
+-- Socket activation, unless the server is not this host's (opts.remote), the user disabled
+-- tools (then the claude the server serves gets other arguments) or on Windows (no socket is
+-- inherited as an fd there).
+local function activation_wanted(cmd)
+  return require('claude_nvim.remote').target() == nil and vim.fn.has('win32') == 0
+    and (vim.env.CLAUDE_NVIM_DISABLE or '') == '' and not vim.tbl_contains(cmd, '--disable')
+end
+
+--- Start a server for this Neovim (unless one of this plugin's runs): on a socket bound here
+--- (claude_nvim.activate), so that a claude can start at once, else one that binds its own.
+function M.serve()
   if serving then return end
   local cmd, why = M.command()
   if cmd == nil then return settle(false, why) end
   if vim.v.servername == '' then
     return settle(false, 'this Neovim has no RPC address (v:servername)')
   end
+  if activation_wanted(cmd) then
+    local activation = require('claude_nvim.activate').prepare(SERVER_LUA)
+    if activation then return serve_activated(cmd, activation) end
+  end
   local said = nil  -- its last line of error, if it fails
   local args, refused = require('claude_nvim.remote').serve_args(vim.v.servername)
   if refused then return settle(false, refused) end
   args = args or { 'serve', '--nvim', vim.v.servername }
   local job = vim.fn.jobstart(vim.list_extend(cmd, args), {
-    on_stderr = function(_, lines)
-      for _, line in ipairs(lines) do
-        if line:match('^claude%-nvim: ') then said = line:sub(14) end
-      end
-    end,
-    on_exit = function(job, code)
-      vim.schedule(function()
-        if serving == job then serving = nil end
-        -- Refused as another server is starting here: that one will announce itself. One
-        -- that served and ended (a remote one whose connection dropped) is followed by a new
-        -- one for who waits meanwhile.
-        if #waiting > 0 and not server() then
-          if served[job] and serving == nil then
-            serve()
-          else
-            settle(false, said or ('the claude-nvim server exited with code ' .. code))
-          end
-        end
-        served[job] = nil
-        local now = stopped  -- last: they may start the next server
-        stopped = {}
-        for _, done in ipairs(now) do done() end
-      end)
-    end,
+    on_stderr = function(_, lines) said = error_line(lines, said) end,
+    on_exit = function(job, code) vim.schedule(function() exited(job, code, said) end) end,
   })
   if job <= 0 then return settle(false, 'cannot run ' .. cmd[1]) end
   serving = job
+end
+local serve = M.serve
+
+--- Call `ready(info)` at once with what a claude needs when the server's socket is bound
+--- (socket activation: claude's connection waits for the server), else as M.when_ready.
+---@param ready fun(info: {claude: {env: table<string, string>, args: string[]}})
+---@param failed fun(why: string)
+function M.when_listening(ready, failed)
+  local info = ready_server()
+  if info then return ready(info) end
+  if not server() then serve() end
+  if activated then return ready(activated) end
+  M.when_ready(ready, failed)
 end
 
 --- Call `ready(info)` once a server is ready here (at once if one is), starting one if need
@@ -318,7 +390,7 @@ function M.stop_server(done)
     return true
   end
   stopped[#stopped + 1] = done
-  vim.fn.jobstop(serving)
+  if type(serving) == 'table' then serving.stop() else vim.fn.jobstop(serving) end
   return true
 end
 

@@ -265,7 +265,8 @@ local function start(args, win)
   api.nvim_create_autocmd({ 'BufEnter', 'WinEnter' }, { buffer = buf, callback = function()
     if is_claude(buf) then current = claude end
   end })
-  require('claude_nvim').when_ready(function(info) run(claude, info, args) end,
+  -- At once: its connection waits for a server still starting (claude_nvim.activate).
+  require('claude_nvim').when_listening(function(info) run(claude, info, args) end,
     function(why) failed(claude, why) end)
 end
 

@@ -14,6 +14,7 @@ import logging
 import os
 import re
 import secrets
+import socket
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from pathlib import Path
@@ -128,8 +129,17 @@ class App:
         remote: bool = False,
         advertise: Advertise | None = None,
         keepalive: float = 15.0,
+        listening: socket.socket | None = None,
+        claude_files: Mapping[str, Path] | None = None,
     ) -> None:
         self.editor = editor
+        self.listening = listening
+        """A socket bound and listening already, with a lock written for it (the Neovim
+        plugin's socket activation, ``serve --listen-fd``): served instead of a new one, its
+        lock adopted (rewritten as ours, removed at stop)."""
+        self.adopted_files = dict(claude_files or {})
+        """:data:`CLAUDE_FILES` written already for this server (by option), used instead of new
+        ones and removed at stop as ours."""
         self.paths = paths or PathMap()
         """Where Claude's paths are in Neovim and back (``serve --path-map``)."""
         self.remote = remote
@@ -169,7 +179,9 @@ class App:
         """What a ``claude`` needs in its environment to connect here (as set in Neovim)."""
         self.claude_args: list[str] = []
         """What a ``claude`` needs on its command line (:data:`CLAUDE_FILES`), once started."""
-        self._claude_files: list[Path] = []
+        self._claude_files: list[Path] = list(self.adopted_files.values())
+        self._adopted_lock = (self.lock_directory / f"{listening.getsockname()[1]}.lock"
+                              if listening is not None else None)
         self._lock_pid = os.getpid()
         self._connection_ids = itertools.count(1)
         self.outboxes = Outboxes(mention_queue_seconds, self._tell, self.claudes)
@@ -224,7 +236,7 @@ class App:
             port = await nursery.start(partial(
                 websocket.serve, self._serve_client, self.requested_port,
                 max_message_size=MAX_MESSAGE_BYTES, handshake_timeout=self.handshake_timeout,
-                stall_timeout=self.send_timeout))
+                stall_timeout=self.send_timeout, listening=self.listening))
             self.port = port
             # Claude runs here, not in Neovim's terminals: its environment is this host's.
             here = {k: os.environ.get(k, "") for k in ("no_proxy", "NO_PROXY")}
@@ -294,6 +306,9 @@ class App:
 
     def _write_claude_files(self) -> None:
         for option, content in CLAUDE_FILES.items():
+            if option in self.adopted_files:
+                self.claude_args += [option, str(self.adopted_files[option])]
+                continue
             # A new file of a random name (no planted file or symlink gets the token), 0600:
             # on the command line, `ps` would show the token.
             name = f"{option.strip('-')}-{self.port}-{secrets.token_hex(8)}.json"
@@ -312,8 +327,9 @@ class App:
 
     async def _clean_up(self) -> None:
         lock_path, self.lock_path = self.lock_path, None  # no late rewrite brings it back
-        if lock_path is not None:
-            lockfile.remove_lock(lock_path)
+        for path in (lock_path, self._adopted_lock):
+            if path is not None:
+                lockfile.remove_lock(path)
         for path in self._claude_files:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()

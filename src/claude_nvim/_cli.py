@@ -66,6 +66,11 @@ def _parser() -> argparse.ArgumentParser:
                        help="start a private headless Neovim (--clean) in this directory")
     serve.add_argument("--port", type=_port, default=0,
                        help="port on 127.0.0.1 (default: a free one)")
+    serve.add_argument("--listen-fd", type=int, metavar="FD",
+                       help="serve on this listening socket, inherited (the Neovim plugin binds "
+                            "it, writes the lock and starts claude before the server is up); "
+                            "the token is $CLAUDE_NVIM_TOKEN, the --mcp-config file "
+                            "$CLAUDE_NVIM_MCP_CONFIG")
     serve.add_argument("--path-map", metavar="CLAUDE=NEOVIM", action="append", default=[],
                        help="a directory of this host (Claude's) and where Neovim has it, for "
                             "Neovim on another host or Claude in a container (repeatable; the "

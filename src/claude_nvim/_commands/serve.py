@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import socket
 import sys
 from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -45,8 +48,11 @@ def run(args: argparse.Namespace) -> int:
             return fail(refusal)
         # Tests make it short; a dead connection costs a lock that outlives it this long.
         keepalive = float(os.environ.get("CLAUDE_NVIM_KEEPALIVE") or 15)
+        activated = _activated(args.listen_fd)
+        if isinstance(activated, str):
+            return fail(activated)
         app = App(editor_for(address), loaded.tools, port=args.port, paths=paths, remote=remote,
-                  keepalive=keepalive)
+                  keepalive=keepalive, **activated)
 
         async def serve(ready: Callable[[], None]) -> int:
             async with trio.open_nursery() as serving:
@@ -58,6 +64,30 @@ def run(args: argparse.Namespace) -> int:
             return 0
 
         return run_server(app, serve, signalled=0, neovim_gone=0)
+
+
+def _activated(fd: int | None) -> dict[str, Any] | str:
+    """What ``serve --listen-fd`` was handed, as App's keywords (none without it): the
+    listening socket, the token (never on a command line, where `ps` shows it: from the
+    environment, which claude and the rest of this server's children do not get) and the
+    claude files written for them; or why they cannot be used."""
+    token = os.environ.pop("CLAUDE_NVIM_TOKEN", "")
+    mcp_config = os.environ.pop("CLAUDE_NVIM_MCP_CONFIG", "")
+    if fd is None:
+        return {}
+    if len(token) < 32:
+        return "--listen-fd needs $CLAUDE_NVIM_TOKEN, the lock's token (32 hex digits or more)"
+    try:
+        listening = socket.socket(fileno=fd)
+    except OSError as exc:
+        return f"--listen-fd {fd}: {exc.strerror or exc}"
+    if listening.family != socket.AF_INET or listening.type != socket.SOCK_STREAM \
+            or listening.getsockname()[0] != "127.0.0.1" \
+            or not listening.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
+        listening.detach()
+        return f"--listen-fd {fd} is not a TCP socket listening on 127.0.0.1"
+    files = {"--mcp-config": Path(mcp_config)} if mcp_config else {}
+    return {"listening": listening, "token": token, "claude_files": files}
 
 
 def _start_headless(stack: contextlib.ExitStack) -> str | None:

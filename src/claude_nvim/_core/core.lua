@@ -461,6 +461,24 @@ function M.publish(port, remote)
   local info = vim.g.claude_nvim_server or {}
   info.port = port
   vim.g.claude_nvim_server = info
+  local env = M.claude_env(port, remote)
+  if not remote then
+    for var, value in pairs(env) do
+      if not M.EDITOR_VARS[var] then vim.env[var] = value end
+    end
+  end
+  return { pid = vim.fn.getpid(), folders = M.workspace_folders(), env = env }
+end
+
+--- What the claude started with this is told of its editor: not set in Neovim's environment.
+M.EDITOR_VARS = { VISUAL = true, EDITOR = true, CLAUDE_NVIM_USER_EDITOR = true }
+
+--- The environment a `claude` needs to connect to a server on `port` (M.publish; the plugin
+--- reads it before its server is up: socket activation). `remote`: as M.publish's.
+---@param port integer
+---@param remote table<string, string>|nil
+---@return table<string, string>
+function M.claude_env(port, remote)
   local env = { CLAUDE_CODE_SSE_PORT = tostring(port), ENABLE_IDE_INTEGRATION = 'true',
                 FORCE_CODE_TERMINAL = 'true' }
   for _, var in ipairs({ 'no_proxy', 'NO_PROXY' }) do
@@ -474,16 +492,13 @@ function M.publish(port, remote)
     end
     env[var] = value
   end
-  if not remote then
-    for var, value in pairs(env) do vim.env[var] = value end
-  end
   local editor = not remote and M.editor_command()
   if editor then  -- only for the claudes started with this: not in Neovim's environment
     env.VISUAL, env.EDITOR = editor, editor
     local own = vim.env.CLAUDE_NVIM_USER_EDITOR or vim.env.VISUAL or vim.env.EDITOR or ''
     env.CLAUDE_NVIM_USER_EDITOR = own ~= editor and own or ''
   end
-  return { pid = vim.fn.getpid(), folders = M.workspace_folders(), env = env }
+  return env
 end
 
 --- The command claude runs as its editor (Ctrl+G, plans, memory: $VISUAL and $EDITOR): this

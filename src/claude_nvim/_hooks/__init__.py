@@ -81,7 +81,9 @@ FILE_FIELDS = {"tool": "${tool_name}", "file": "${tool_input.file_path}",
 
 
 def claude_settings() -> JSON:
-    """What a claude gets with ``--settings`` (no secret: the hooks ride on its IDE connection)."""
+    """What a claude gets with ``--settings`` (no secret: the hooks ride on its IDE connection).
+    ``claude_settings.json`` beside this is it, for the Neovim plugin, which starts claude
+    before the server runs (tests/test_activate.py checks that they agree)."""
     def every(event: str) -> list[JSON]:
         return [{"hooks": [_hook(event, {})]}]
 

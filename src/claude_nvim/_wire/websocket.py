@@ -459,14 +459,18 @@ class Server:
 
 
 async def serve(handler: Handler, port: int, *, max_message_size: int, handshake_timeout: float,
-                stall_timeout: float,
+                stall_timeout: float, listening: socket.socket | None = None,
                 task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
-    """Serve WebSockets on 127.0.0.1 only; ``started`` with the port."""
+    """Serve WebSockets on 127.0.0.1 only; ``started`` with the port. ``listening``: a socket
+    already bound there and listening (handed over by whoever bound it), instead of ``port``."""
     open_files = raise_open_file_limit()
     # A quarter of the open files at most for handshakes: the rest stays for real clients.
     server = Server(handler, max_message_size, handshake_timeout, stall_timeout,
                     max(8, min(MAX_UNFINISHED, open_files // 4)))
-    listeners = await trio.open_tcp_listeners(port, host="127.0.0.1")
+    if listening is not None:
+        listeners = [trio.SocketListener(trio.socket.from_stdlib_socket(listening))]
+    else:
+        listeners = await trio.open_tcp_listeners(port, host="127.0.0.1")
     bound: int = listeners[0].socket.getsockname()[1]
     async with trio.open_nursery() as nursery:
         for listener in listeners:
