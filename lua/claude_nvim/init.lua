@@ -25,6 +25,7 @@ local api = vim.api
 ---@class claude_nvim.ClaudeOpts
 ---@field permission_mode? claude_nvim.PermissionMode nil: claude's own
 ---@field args? string[] more arguments for every claude the plugin starts
+---@field outlive? boolean false: the server and its Claudes end with Neovim (default true)
 
 --- Where Claude runs when not here (:help claude-nvim-remote).
 ---@class claude_nvim.RemoteOpts
@@ -75,6 +76,7 @@ local defaults = {
     permission_mode = nil,   -- 'manual' (each edit a diff), 'auto', 'acceptEdits', 'plan' ...;
                              -- nil: claude's own (its settings, else auto: no diffs, review)
     args = {},               -- more arguments for every claude, e.g. { '--model', 'opus' }
+    outlive = true,          -- the server (and its Claudes) outlive Neovim; false: end with it
   },
   prompts = {},              -- :ClaudeNvimPrompt's named prompts, over its own (false: removed)
   code_actions = true,       -- "Fix with Claude" and "Explain with Claude" on diagnostics
@@ -220,6 +222,7 @@ local serving = nil  -- the server's job id, while the one this plugin started r
 local waiting = {}   -- {ready = fn(info), failed = fn(why)}: for a ready server
 local stopped = {}   -- what to call once the server's job has exited (M.stop_server)
 local served = {}    -- job id -> true: that job's server was ready once
+local serve         -- starts a server, or has this project's lingering one attach here
 
 local function settle(ok, value)
   local now = waiting
@@ -240,18 +243,13 @@ api.nvim_create_autocmd('User', { pattern = 'ClaudeNvimServerReady',
     end)
   end })
 
-local function serve()
-  if serving then return end
-  local cmd, why = M.command()
-  if cmd == nil then return settle(false, why) end
-  if vim.v.servername == '' then
-    return settle(false, 'this Neovim has no RPC address (v:servername)')
-  end
+local asking = false  -- while this project's lingering server is asked to attach here
+
+local function start_server(cmd, args, outlive)
   local said = nil  -- its last line of error, if it fails
-  local args, refused = require('claude_nvim.remote').serve_args(vim.v.servername)
-  if refused then return settle(false, refused) end
-  args = args or { 'serve', '--nvim', vim.v.servername }
+  if not outlive then args = vim.list_extend(args, { '--no-linger' }) end
   local job = vim.fn.jobstart(vim.list_extend(cmd, args), {
+    detach = outlive,  -- a server that outlives Neovim while Claudes need it ends by itself
     on_stderr = function(_, lines)
       for _, line in ipairs(lines) do
         if line:match('^claude%-nvim: ') then said = line:sub(14) end
@@ -279,6 +277,27 @@ local function serve()
   })
   if job <= 0 then return settle(false, 'cannot run ' .. cmd[1]) end
   serving = job
+end
+
+serve = function()
+  if serving or asking then return end
+  local cmd, why = M.command()
+  if cmd == nil then return settle(false, why) end
+  if vim.v.servername == '' then
+    return settle(false, 'this Neovim has no RPC address (v:servername)')
+  end
+  local args, refused = require('claude_nvim.remote').serve_args(vim.v.servername)
+  if refused then return settle(false, refused) end
+  if args then return start_server(cmd, args, false) end  -- remote servers do not linger
+  args = { 'serve', '--nvim', vim.v.servername }
+  if M.config.claude.outlive == false then return start_server(cmd, args, false) end
+  -- This project's server that outlived the last Neovim, with its Claudes still connected,
+  -- serves this one if it will; else a new one starts.
+  asking = true
+  require('claude_nvim.linger').ask(vim.v.servername, function(attached)
+    asking = false
+    if not attached and not server() then start_server(cmd, args, true) end
+  end)
 end
 
 --- Call `ready(info)` once a server is ready here (at once if one is), starting one if need

@@ -74,6 +74,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="Neovim runs on another host or in another container (implied by "
                             "--path-map and --nvim -): the lock names this process, Neovim's "
                             "environment is left alone")
+    serve.add_argument("--no-linger", action="store_true",
+                       help="end with Neovim, even while a Claude is connected (by default the "
+                            "server outlives Neovim while Claudes need it, and the next Neovim "
+                            "of the project takes it over)")
     _add_disable(serve)
 
     claude = sub.add_parser(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import stat
 import sys
 from collections.abc import Callable
 
@@ -45,8 +46,10 @@ def run(args: argparse.Namespace) -> int:
             return fail(refusal)
         # Tests make it short; a dead connection costs a lock that outlives it this long.
         keepalive = float(os.environ.get("CLAUDE_NVIM_KEEPALIVE") or 15)
+        # A private headless Neovim goes with the server: nothing to linger for.
+        linger = not (args.no_linger or remote or args.headless or sys.platform == "win32")
         app = App(editor_for(address), loaded.tools, port=args.port, paths=paths, remote=remote,
-                  keepalive=keepalive)
+                  keepalive=keepalive, linger=linger, on_linger=_let_go_of_pipes)
 
         async def serve(ready: Callable[[], None]) -> int:
             async with trio.open_nursery() as serving:
@@ -58,6 +61,19 @@ def run(args: argparse.Namespace) -> int:
             return 0
 
         return run_server(app, serve, signalled=0, neovim_gone=0)
+
+
+def _let_go_of_pipes() -> None:
+    """Neovim has gone, the server stays: the pipes of Neovim's job (socket pairs: libuv's)
+    are broken, so stdin, stdout and stderr that were such go to /dev/null (not a terminal)."""
+    null = os.open(os.devnull, os.O_RDWR)
+    try:
+        for fd in (0, 1, 2):
+            with contextlib.suppress(OSError):
+                if stat.S_ISFIFO(mode := os.fstat(fd).st_mode) or stat.S_ISSOCK(mode):
+                    os.dup2(null, fd)
+    finally:
+        os.close(null)
 
 
 def _start_headless(stack: contextlib.ExitStack) -> str | None:

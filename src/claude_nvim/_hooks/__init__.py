@@ -303,7 +303,11 @@ class Hooks:
             await self.receive(claude_id, HookEvent(DIFF_REJECTED))
 
     def attach(self, editor: Editor) -> None:
+        """Push to ``editor`` from now on: every listening Claude's entry, to begin with (a
+        Neovim attached to a server that outlived the last one knows none)."""
         self._editor = editor
+        for claude in self._claudes.values():
+            self._publish(claude, False)
 
     def detach(self) -> None:
         self._editor = None
