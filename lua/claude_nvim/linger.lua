@@ -35,13 +35,14 @@ end
 ---@param address string
 ---@param done fun(attached: boolean, why?: string)
 function M.ask(address, done)
-  local dir = M.project_dir()
   local finished = false
   local function finish(attached, why)
     if finished then return end
     finished = true
     vim.schedule(function() done(attached, why) end)
   end
+  if vim.fn.has('win32') == 1 then return finish(false) end  -- servers never linger there
+  local dir = M.project_dir()
   if not private(dir) then return finish(false) end
   local file = io.open(dir .. '/server.json', 'r')
   if not file then return finish(false) end
