@@ -19,10 +19,11 @@ import trio
 from claude_nvim import _linger
 from claude_nvim._nvim.headless import headless_nvim
 from claude_nvim.testing import attached_editor, mcp_client, running_app
-from helpers import WAIT, eventually
+from helpers import WAIT, HookedClaude, eventually, published_settings
 from plugin_kit import alive, plugin_args
 
 STATUS = "require('claude_nvim').status()"
+STATE = "local c = require('claude_nvim').server().claudes return c and c[1] and c[1].state"
 READY = "local s = require('claude_nvim').server() return s and s.claude and {s.pid, s.port}"
 START = "require('claude_nvim').when_ready(function() end, function() end)"
 
@@ -103,6 +104,9 @@ async def test_a_claude_stays_connected_and_the_next_neovim_takes_the_server_ove
     project = tmp_path / "project"
     with neovim(project) as (address, process):
         pid, port = await started_server(address, servers)
+        async with attached_editor(address) as nvim:
+            settings = published_settings(await nvim.exec_lua(
+                "return require('claude_nvim').server().claude.args"))
         lock = tmp_path / "cfg" / "ide" / f"{port}.lock"
         record = _linger.project_dir(str(project)) / "server.json"
         async with contextlib.AsyncExitStack() as stack:
@@ -115,6 +119,12 @@ async def test_a_claude_stays_connected_and_the_next_neovim_takes_the_server_ove
             assert alive(pid)
             assert json.loads(lock.read_text())["pid"] == pid  # alive: claude keeps the lock
             assert json.loads(record.read_text())["pid"] == pid
+            # Its turn goes on: every hook answered (the review records it), none an error.
+            claude = HookedClaude(client, settings, project)
+            await claude.prompt("write b")
+            await claude.write(project / "b.txt", "b\n")
+            await claude.stop()
+            assert [c["name"] for c in claude.calls if c["result"].get("isError")] == []
             # A Neovim in another project never sees it: it starts its own.
             with neovim(tmp_path / "elsewhere") as (other, _):
                 assert (await started_server(other, servers))[0] != pid
@@ -137,7 +147,9 @@ async def test_a_claude_stays_connected_and_the_next_neovim_takes_the_server_ove
                             seen = client.notifications.index(note) + 1
                             if note["params"]["text"] == "al":
                                 break
+                    # The new Neovim knows the Claude's state from its hooks.
                     assert await nvim.exec_lua(f"return {STATUS}") == "Claude"
+                    assert await eventually(nvim, STATE) == "done"
                 await stack.aclose()  # the Claude goes: nothing keeps the server then
                 async with attached_editor(again) as nvim:
                     await eventually(nvim, f"return {STATUS} == ''")

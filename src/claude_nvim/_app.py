@@ -273,12 +273,13 @@ class App:
             raise AlreadyServed(holder.get("port"), holder.get("pid"), holder.get("claude"))
         await editor.request("nvim_set_client_info", "claude-nvim", CLIENT_VERSION,
                              "remote", {}, {"pid": os.getpid()})
+        assert self._nursery is not None
+        first = self.port == 0  # the next Neovims get the same port, clients and features
         for feature in self.features:
-            await feature.start(editor, session)
+            await (feature.start(editor, self._nursery) if first else feature.reattach(editor))
         if self.remote:
             session.start_soon(self._check_neovim)
-        if not self.port:  # the first Neovim; the next ones get the same port and clients
-            assert self._nursery is not None
+        if first:
             self.port = await self._nursery.start(partial(
                 websocket.serve, self._serve_client, self.requested_port,
                 max_message_size=MAX_MESSAGE_BYTES, handshake_timeout=self.handshake_timeout,
@@ -355,6 +356,7 @@ class App:
                 try:
                     await nursery.start(self._session)
                 except Exception as exc:
+                    self._neovim_gone = True  # still none
                     why = str(leaf_errors(exc)[0])
                     log.warning("cannot attach to the Neovim at %s: %s", address, why)
                     await answer({"error": why})
