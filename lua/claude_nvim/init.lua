@@ -245,11 +245,10 @@ api.nvim_create_autocmd('User', { pattern = 'ClaudeNvimServerReady',
 
 local asking = false  -- while this project's lingering server is asked to attach here
 
-local function start_server(cmd, args, outlive)
+local function start_server(cmd, args, detach)
   local said = nil  -- its last line of error, if it fails
-  if not outlive then args = vim.list_extend(args, { '--no-linger' }) end
   local job = vim.fn.jobstart(vim.list_extend(cmd, args), {
-    detach = outlive,  -- a server that outlives Neovim while Claudes need it ends by itself
+    detach = detach,  -- one that outlives Neovim while Claudes need it ends by itself
     on_stderr = function(_, lines)
       for _, line in ipairs(lines) do
         if line:match('^claude%-nvim: ') then said = line:sub(14) end
@@ -290,7 +289,9 @@ serve = function()
   if refused then return settle(false, refused) end
   if args then return start_server(cmd, args, false) end  -- remote servers do not linger
   args = { 'serve', '--nvim', vim.v.servername }
-  if M.config.claude.outlive == false then return start_server(cmd, args, false) end
+  if M.config.claude.outlive == false then
+    return start_server(cmd, vim.list_extend(args, { '--no-linger' }), false)
+  end
   -- This project's server that outlived the last Neovim, with its Claudes still connected,
   -- serves this one if it will; else a new one starts.
   asking = true
