@@ -240,3 +240,18 @@ async def test_a_refused_attach_leaves_the_server_lingering(tmp_path, runtime, s
                     assert "cannot reach Neovim" in answer["error"]
             assert alive(pid) and record.exists()
     await gone(pid)
+
+
+async def test_with_no_private_project_directory_it_lingers_unreachable(tmp_path, runtime):
+    """A root directory others may enter is refused (nothing written in it); the Claude keeps
+    its connection all the same."""
+    (runtime / "claude-nvim").mkdir(mode=0o755)
+    (runtime / "claude-nvim").chmod(0o755)
+    with headless_nvim(cwd=tmp_path, args=("--clean",)) as (address, process):
+        async with running_app(address, lock_directory=tmp_path / "ide", linger=True) as app, \
+                mcp_client(app.port, app.token) as client:
+            process.kill()
+            with trio.fail_after(WAIT):
+                while "not running" not in await client.tool_error("getCurrentSelection"):
+                    await trio.sleep(0.05)
+            assert list((runtime / "claude-nvim").iterdir()) == []

@@ -33,7 +33,7 @@ from ._feature import Feature
 from ._follow import FollowFeature
 from ._hooks import TOOL as HOOK_TOOL
 from ._hooks import Hooks, HooksFeature, settings_argument
-from ._linger import GRACE, control, holders_alive, project_dir
+from ._linger import GRACE, control, holders_alive
 from ._lsp import LspFeature
 from ._lsp.replies import Replies
 from ._mcp import McpSession
@@ -337,12 +337,12 @@ class App:
         self.on_linger()
         log.info("lingering for %d Claude(s) of %s", self._connections, self.project)
         async with trio.open_nursery() as nursery, \
-                control(project_dir(self.project), self.port) as asked:
+                control(self.project, self.port) as asked:
             idle = trio.current_time()
             while True:
                 request = None
                 with trio.move_on_after(1):
-                    if asked is None:  # another server answers here: none comes back
+                    if asked is None:  # none can come (see control)
                         await trio.sleep_forever()
                     request = await asked.receive()
                 if request is None:

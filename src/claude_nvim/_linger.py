@@ -96,10 +96,17 @@ def _owner(record: Path) -> int | None:
 
 
 @contextlib.asynccontextmanager
-async def control(directory: Path, port: int
+async def control(project: str, port: int
                   ) -> AsyncIterator[trio.MemoryReceiveChannel[Request] | None]:
-    """``server.json`` and ``server.sock`` in ``directory`` for the block, and the requests
-    that come through it; ``None`` (nothing written) when another live server has them."""
+    """``server.json`` and ``server.sock`` in the directory of ``project`` for the block, and
+    the requests that come through it; ``None`` (nothing written) when another live server has
+    them, or the directory is not private."""
+    try:
+        directory = project_dir(project)
+    except OSError as exc:
+        log.warning("no Neovim can take this server over: %s", exc)
+        yield None
+        return
     record, path = directory / "server.json", directory / "server.sock"
     owner = _owner(record)
     if owner not in (None, os.getpid()):
@@ -111,10 +118,15 @@ async def control(directory: Path, port: int
     listener = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
     send, receive = trio.open_memory_channel[Request](0)
     try:
-        await listener.bind(str(path))
-        os.chmod(path, 0o600)
-        listener.listen(4)
-        _write_private(record, {"pid": os.getpid(), "port": port, "socket": str(path)})
+        try:
+            await listener.bind(str(path))
+            os.chmod(path, 0o600)
+            listener.listen(4)
+            _write_private(record, {"pid": os.getpid(), "port": port, "socket": str(path)})
+        except OSError as exc:  # a path too long for a socket, say: it lingers all the same
+            log.warning("no Neovim can take this server over: %s", exc)
+            yield None
+            return
         async with trio.open_nursery() as nursery:
             nursery.start_soon(trio.serve_listeners, _handler(send),
                                [trio.SocketListener(listener)])
