@@ -8,9 +8,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,16 +32,17 @@ START = "require('claude_nvim').when_ready(function() end, function() end)"
 
 
 @pytest.fixture
-def runtime(tmp_path, monkeypatch) -> Path:
+def runtime(tmp_path, monkeypatch) -> Iterator[Path]:
     """A private $XDG_RUNTIME_DIR (project directories go there) and $CLAUDE_CONFIG_DIR, for
-    the Neovims and servers the test starts."""
-    runtime = tmp_path / "run"
-    runtime.mkdir(mode=0o700)
+    the Neovims and servers the test starts. A short path, as a real one is: a Unix socket's
+    path has at most 107 bytes, which one in pytest's tmp_path under xdist would pass."""
+    runtime = Path(tempfile.mkdtemp(prefix="xdg-"))  # 0700
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "cfg"))
     for name in ("NVIM", "CLAUDE_CODE_SSE_PORT"):
         monkeypatch.delenv(name, raising=False)
-    return runtime
+    yield runtime
+    shutil.rmtree(runtime, ignore_errors=True)
 
 
 @pytest.fixture
