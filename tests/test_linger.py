@@ -216,7 +216,8 @@ async def test_a_lingering_server_ends_after_the_grace_once_nothing_needs_it(
         holder.wait()
 
 
-async def test_python_and_lua_agree_on_the_project_directory(tmp_path, runtime):
+async def test_python_and_lua_agree_on_the_project_directory(tmp_path, runtime, monkeypatch):
+    monkeypatch.setenv("XDG_RUNTIME_DIR", f"{runtime}/")  # as a user may set it
     link = tmp_path / "link"
     link.symlink_to(tmp_path)
     with headless_nvim(cwd=link, args=plugin_args()) as (address, _):

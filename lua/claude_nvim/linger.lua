@@ -17,7 +17,8 @@ function M.project_dir(cwd)
   local runtime = vim.env.XDG_RUNTIME_DIR
   local tmp = (vim.env.TMPDIR and vim.env.TMPDIR ~= '') and vim.env.TMPDIR or '/tmp'
   local root = (runtime and runtime ~= '' and vim.fn.isdirectory(runtime) == 1)
-    and runtime .. '/claude-nvim' or tmp:gsub('/+$', '') .. '/claude-nvim-' .. uv.getuid()
+    and runtime:gsub('/+$', '') .. '/claude-nvim'
+    or tmp:gsub('/+$', '') .. '/claude-nvim-' .. uv.getuid()
   cwd = cwd or vim.fn.getcwd(-1, -1)
   return root .. '/' .. vim.fn.sha256(uv.fs_realpath(cwd) or cwd):sub(1, 16)
 end
