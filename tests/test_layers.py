@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, set[str], bool]] = [
     ("the features", {"_core", "_selection", "_diffs", "_mentions", "_bufsync", "_lsp",
                       "_hooks", "_review", "_follow"}, True),
     ("the built-in tools", {"tools"}, False),
-    ("the server", {"_mcp", "_lockfile", "_app"}, False),
+    ("the server", {"_mcp", "_lockfile", "_linger", "_app"}, False),
     ("entry points", {"_commands", "_cli", "testing", "__main__"}, False),
 ]
 """Bottom first: (what it is, its top-level modules and folders, whether those may not import

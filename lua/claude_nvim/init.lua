@@ -26,6 +26,7 @@ local uv = vim.uv or vim.loop
 ---@class claude_nvim.ClaudeOpts
 ---@field permission_mode? claude_nvim.PermissionMode nil: claude's own
 ---@field args? string[] more arguments for every claude the plugin starts
+---@field outlive? boolean false: the server and its Claudes end with Neovim (default true)
 
 --- Where Claude runs when not here (:help claude-nvim-remote).
 ---@class claude_nvim.RemoteOpts
@@ -79,6 +80,7 @@ local defaults = {
     permission_mode = nil,   -- 'manual' (each edit a diff), 'auto', 'acceptEdits', 'plan' ...;
                              -- nil: claude's own (its settings, else auto: no diffs, review)
     args = {},               -- more arguments for every claude, e.g. { '--model', 'opus' }
+    outlive = true,          -- the server (and its Claudes) outlive Neovim; false: end with it
   },
   prompts = {},              -- :ClaudeNvimPrompt's named prompts, over its own (false: removed)
   code_actions = true,       -- "Fix with Claude" and "Explain with Claude" on diagnostics
@@ -236,6 +238,7 @@ local serving = nil  -- the server's job (id, or { stop }), while the one this p
 local waiting = {}   -- {ready = fn(info), failed = fn(why)}: for a ready server
 local stopped = {}   -- what to call once the server's job has exited (M.stop_server)
 local served = {}    -- job id -> true: that job's server was ready once
+local serve         -- starts a server, or has this project's lingering one attach here
 
 local function settle(ok, value)
   local now = waiting
@@ -257,6 +260,7 @@ api.nvim_create_autocmd('User', { pattern = 'ClaudeNvimServerReady',
   end })
 
 local activated = nil  -- the socket activation of the running server (claude_nvim.activate)
+local asking = false   -- while this project's lingering server is asked to attach here
 
 -- The server's job has exited, with `code`.
 local function exited(job, code, said)
@@ -270,7 +274,7 @@ local function exited(job, code, said)
   -- waits meanwhile.
   if #waiting > 0 and not server() then
     if served[job] and serving == nil then
-      M.serve()
+      serve()
     else
       settle(false, said or ('the claude-nvim server exited with code ' .. code))
     end
@@ -290,15 +294,15 @@ local function error_line(lines, said)
 end
 
 -- The server on a socket bound here (claude_nvim.activate): spawned with the listening socket
--- as its fd 3, which jobstart cannot hand over. Its job is a table { stop = fn }.
-local function serve_activated(cmd, activation)
+-- as its fd 3, which jobstart cannot hand over. Its job is a table { stop = fn }. `detach`: it
+-- may outlive Neovim (then it ends by itself).
+local function serve_activated(cmd, args, activation, detach)
   local activate = require('claude_nvim.activate')
   local job, said, stderr = {}, nil, uv.new_pipe(false)
-  local args = vim.list_extend(vim.list_slice(cmd, 2),
-    { 'serve', '--nvim', vim.v.servername, '--listen-fd', '3' })
+  args = vim.list_extend(vim.list_slice(cmd, 2), vim.list_extend(args, { '--listen-fd', '3' }))
   local rest = ''  -- stderr's unfinished line
   local process, pid
-  process, pid = uv.spawn(cmd[1], { args = args, env = activation.env,
+  process, pid = uv.spawn(cmd[1], { args = args, env = activation.env, detached = detach,
     stdio = { nil, nil, stderr, activation.fd }, cwd = vim.fn.getcwd() },
     function(code) vim.schedule(function()
       process:close()
@@ -322,6 +326,18 @@ local function serve_activated(cmd, activation)
   serving, activated = job, activation
 end
 
+-- The server in a job of Neovim's, binding its own socket.
+local function start_server(cmd, args, detach)
+  local said = nil  -- its last line of error, if it fails
+  local job = vim.fn.jobstart(vim.list_extend(cmd, args), {
+    detach = detach,  -- one that outlives Neovim while Claudes need it ends by itself
+    on_stderr = function(_, lines) said = error_line(lines, said) end,
+    on_exit = function(job, code) vim.schedule(function() exited(job, code, said) end) end,
+  })
+  if job <= 0 then return settle(false, 'cannot run ' .. cmd[1]) end
+  serving = job
+end
+
 -- Socket activation, unless the server is not this host's (opts.remote), the user disabled
 -- tools (then the claude the server serves gets other arguments) or on Windows (no socket is
 -- inherited as an fd there).
@@ -330,31 +346,39 @@ local function activation_wanted(cmd)
     and (vim.env.CLAUDE_NVIM_DISABLE or '') == '' and not vim.tbl_contains(cmd, '--disable')
 end
 
---- Start a server for this Neovim (unless one of this plugin's runs): on a socket bound here
---- (claude_nvim.activate), so that a claude can start at once, else one that binds its own.
+--- Start a server for this Neovim (unless one of this plugin's runs): this project's server
+--- that outlived the last Neovim if it will attach here; else one on a socket bound here
+--- (claude_nvim.activate), so that a claude can start at once; else one that binds its own.
 function M.serve()
-  if serving then return end
+  if serving or asking then return end
   local cmd, why = M.command()
   if cmd == nil then return settle(false, why) end
   if vim.v.servername == '' then
     return settle(false, 'this Neovim has no RPC address (v:servername)')
   end
-  if activation_wanted(cmd) then
-    local activation = require('claude_nvim.activate').prepare(SERVER_LUA)
-    if activation then return serve_activated(cmd, activation) end
-  end
-  local said = nil  -- its last line of error, if it fails
   local args, refused = require('claude_nvim.remote').serve_args(vim.v.servername)
   if refused then return settle(false, refused) end
-  args = args or { 'serve', '--nvim', vim.v.servername }
-  local job = vim.fn.jobstart(vim.list_extend(cmd, args), {
-    on_stderr = function(_, lines) said = error_line(lines, said) end,
-    on_exit = function(job, code) vim.schedule(function() exited(job, code, said) end) end,
-  })
-  if job <= 0 then return settle(false, 'cannot run ' .. cmd[1]) end
-  serving = job
+  if args then return start_server(cmd, args, false) end  -- remote servers do not linger
+  local outlive = M.config.claude.outlive ~= false
+  args = { 'serve', '--nvim', vim.v.servername }
+  if not outlive then table.insert(args, '--no-linger') end
+  local function start()
+    if activation_wanted(cmd) then
+      local activation = require('claude_nvim.activate').prepare(SERVER_LUA)
+      if activation then return serve_activated(cmd, args, activation, outlive) end
+    end
+    start_server(cmd, args, outlive)
+  end
+  local linger = require('claude_nvim.linger')
+  local lingering = outlive and linger.find()
+  if not lingering then return start() end
+  asking = true
+  linger.ask(lingering, vim.v.servername, function(attached)
+    asking = false
+    if not attached and not server() then start() end
+  end)
 end
-local serve = M.serve
+serve = M.serve
 
 --- Call `ready(info)` at once with what a claude needs when the server's socket is bound
 --- (socket activation: claude's connection waits for the server), else as M.when_ready.

@@ -30,11 +30,12 @@ from ._bufsync import BufsyncFeature
 from ._claudes import Claude, Claudes
 from ._core import CommandsFeature, CoreFeature, max_file_bytes
 from ._diffs import DiffRegistry, DiffsFeature
-from ._errors import EditorGone, EditorTimeout
+from ._errors import EditorGone, EditorTimeout, leaf_errors
 from ._feature import Feature
 from ._follow import FollowFeature
 from ._hooks import TOOL as HOOK_TOOL
 from ._hooks import Hooks, HooksFeature, settings_argument
+from ._linger import GRACE, control, holders_alive
 from ._lsp import LspFeature
 from ._lsp.replies import Replies
 from ._mcp import McpSession
@@ -131,6 +132,9 @@ class App:
         keepalive: float = 15.0,
         listening: socket.socket | None = None,
         claude_files: Mapping[str, Path] | None = None,
+        linger: bool = False,
+        linger_grace: float = GRACE,
+        on_linger: Callable[[], None] = lambda: None,
     ) -> None:
         self.editor = editor
         self.listening = listening
@@ -151,6 +155,18 @@ class App:
         """For Claudes on another host (``claude-nvim remote``): instead of a lock file here,
         the server is made known there; Neovim's environment is left alone, and a client's pid
         is another host's."""
+        self.linger = linger
+        """Outlive Neovim while a Claude needs this server (not for remote ones)."""
+        self.linger_grace = linger_grace
+        """Seconds a lingering server stays with no Neovim, no client and no held Claude."""
+        self.on_linger = on_linger
+        """Called when Neovim has gone and the server stays (``serve`` lets go of its stdio)."""
+        self.project: str | None = None
+        """The project a lingering server answers for: Neovim's cwd when it first attached."""
+        self._connections = 0
+        self._neovim_gone = False
+        self._folders: list[str] = []
+        self._nursery: trio.Nursery | None = None
         self.max_file_bytes = max_file_bytes(max_file_mb)
         """Tools refuse to make Neovim load larger files (default: $CLAUDE_NVIM_MAX_FILE_MB)."""
         self.handshake_timeout = handshake_timeout
@@ -199,25 +215,63 @@ class App:
         """Serve until cancelled or until Neovim goes away; ``started`` with the port.
 
         Raises :class:`~claude_nvim._errors.EditorGone` (in an exception group) when Neovim
-        quits, and :class:`AlreadyServed` when another server holds this Neovim.
+        quits, and :class:`AlreadyServed` when another server holds this Neovim. With
+        ``linger``, a server whose Claudes still need it outlives its Neovim, and serves the
+        next Neovim of the project that asks (:meth:`_linger`).
         """
         async with trio.open_nursery() as nursery:
-            # The session is shielded from outside cancellation so that the cleanup below can
-            # still talk to Neovim; it is cancelled last, by us.
-            editor_scope = trio.CancelScope(shield=True)
-            await nursery.start(self._run_editor, editor_scope)
+            self._nursery = nursery
             try:
-                await self._serve(task_status)
+                await self._session(task_status=task_status)
+                while await self._linger():
+                    pass
+                raise EditorGone("Neovim went away, and no Claude needs this server")
             finally:
                 await self._clean_up()
-                editor_scope.cancel()
+                nursery.cancel_scope.cancel()
+
+    async def _session(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED
+                       ) -> None:
+        """Serve the Neovim at ``editor.address`` until it goes: returns when the server may
+        linger then, raises otherwise."""
+        self._neovim_gone = False
+        served = False
+        try:
+            async with trio.open_nursery() as session:
+                # The editor is shielded from outside cancellation so that the cleanup below
+                # can still talk to Neovim; it is cancelled last, by us.
+                editor_scope = trio.CancelScope(shield=True)
+                await session.start(self._run_editor, editor_scope)
+                try:
+                    await self._serve(session, task_status)
+                    served = True
+                    await trio.sleep_forever()
+                finally:
+                    if served and not self._neovim_gone:  # stopped: the lock goes first
+                        self._remove_files()
+                    # Does nothing unless this server owns Neovim: a refused one leaves the
+                    # owner's alone.
+                    with trio.move_on_after(1, shield=True), contextlib.suppress(Exception):
+                        await self.editor.call_lua(lua.CORE, "unload", self.editor.channel_id,
+                                                   timeout=1)
+                    editor_scope.cancel()
+        except BaseExceptionGroup as group:
+            errors = leaf_errors(group)
+            if not (served and self._may_linger()
+                    and all(isinstance(e, EditorGone) for e in errors)):
+                raise
+            log.info("Neovim went away (%s)", errors[0])
 
     async def _run_editor(self, scope: trio.CancelScope,
                           task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         with scope:
-            await self.editor.run(task_status=task_status)
+            try:
+                await self.editor.run(task_status=task_status)
+            except* EditorGone:
+                self._neovim_gone = True
+                raise
 
-    async def _serve(self, task_status: trio.TaskStatus[int]) -> None:
+    async def _serve(self, session: trio.Nursery, task_status: trio.TaskStatus[int]) -> None:
         editor = self.editor
         modules = [m for f in self.features for m in ((f.lua,) if f.lua else ()) + f.lua_parts]
         modules += [lua.LuaModule.from_string(t.lua_module, t.lua)
@@ -228,39 +282,98 @@ class App:
             raise AlreadyServed(holder.get("port"), holder.get("pid"), holder.get("claude"))
         await editor.request("nvim_set_client_info", "claude-nvim", CLIENT_VERSION,
                              "remote", {}, {"pid": os.getpid()})
-        async with trio.open_nursery() as nursery:
-            for feature in self.features:
-                await feature.start(editor, nursery)
-            if self.remote:
-                nursery.start_soon(self._check_neovim)
-            port = await nursery.start(partial(
+        assert self._nursery is not None
+        first = self.port == 0  # the next Neovims get the same port, clients and features
+        for feature in self.features:
+            await (feature.start(editor, self._nursery) if first else feature.reattach(editor))
+        if self.remote:
+            session.start_soon(self._check_neovim)
+        if first:
+            self.port = await self._nursery.start(partial(
                 websocket.serve, self._serve_client, self.requested_port,
                 max_message_size=MAX_MESSAGE_BYTES, handshake_timeout=self.handshake_timeout,
                 stall_timeout=self.send_timeout, listening=self.listening))
-            self.port = port
-            # Claude runs here, not in Neovim's terminals: its environment is this host's.
-            here = {k: os.environ.get(k, "") for k in ("no_proxy", "NO_PROXY")}
-            info = await editor.call_lua(lua.CORE, "publish", self.port,
-                                         here if self.remote or self.advertise else None)
-            self.environment = dict(info["env"])
-            if self.advertise is not None:
-                await self._advertise_there(self.advertise, info["folders"])
-                task_status.started(self.port)
-                return
-            self._lock_pid = self._choose_lock_pid(info["pid"])
-            # In a thread: it connects to ports, and a stop must not wait for that.
-            stale_locks = await trio.to_thread.run_sync(
-                lockfile.remove_stale_locks, self.lock_directory, self._lock_pid,
-                abandon_on_cancel=True)
-            for stale in stale_locks:
-                log.info("removed a stale lock file of this Neovim: %s", stale)
-            self._write_claude_files()
-            self._write_lock(info["folders"])  # the lock file says "ready" to the CLI...
-            # ... and this, to whoever starts a claude in Neovim.
-            claude = {"env": self.environment, "args": self.claude_args}
-            await editor.call_lua(lua.CORE, "ready", claude)
-            log.info("listening on ws://127.0.0.1:%d, lock file %s", self.port, self.lock_path)
+        # Claude runs here, not in Neovim's terminals: its environment is this host's.
+        here = {k: os.environ.get(k, "") for k in ("no_proxy", "NO_PROXY")}
+        info = await editor.call_lua(lua.CORE, "publish", self.port,
+                                     here if self.remote or self.advertise else None)
+        self.environment = dict(info["env"])
+        if self.advertise is not None:
+            await self._advertise_there(self.advertise, info["folders"])
             task_status.started(self.port)
+            return
+        self._lock_pid = self._choose_lock_pid(info["pid"])
+        if self.project is None and info["folders"]:
+            self.project = info["folders"][0]
+        # In a thread: it connects to ports, and a stop must not wait for that.
+        stale_locks = await trio.to_thread.run_sync(
+            lockfile.remove_stale_locks, self.lock_directory, self._lock_pid,
+            abandon_on_cancel=True)
+        for stale in stale_locks:
+            log.info("removed a stale lock file of this Neovim: %s", stale)
+        if first:
+            self._write_claude_files()
+        self._write_lock(info["folders"])  # the lock file says "ready" to the CLI...
+        # ... and this, to whoever starts a claude in Neovim.
+        claude = {"env": self.environment, "args": self.claude_args}
+        await editor.call_lua(lua.CORE, "ready", claude)
+        if self._connections:  # Claudes that outlived the last Neovim: this one shows them
+            await self._tell_clients(True)
+        log.info("listening on ws://127.0.0.1:%d, lock file %s", self.port, self.lock_path)
+        task_status.started(self.port)
+
+    def _may_linger(self) -> bool:
+        """Whether a Claude needs this server now: one connected, or a held one alive."""
+        if not self.linger or self.remote or self.advertise is not None or not self.project:
+            return False
+        if self._connections:
+            return True
+        with contextlib.suppress(OSError):
+            return holders_alive(self.project)
+        return False
+
+    async def _linger(self) -> bool:
+        """Wait with no Neovim, while Claudes need this server, for a Neovim of the project to
+        ask for it; True once that one has come and gone, False when no Claude needs it."""
+        if not self._may_linger() or self.project is None:
+            return False
+        # The lock's pid must live, or claude deletes the lock: ours, until the next Neovim.
+        self._lock_pid = os.getpid()
+        folders = self._folders
+        self._write_lock(folders)
+        for diff in self.diffs.pending():  # their tabs went with Neovim
+            self.diffs.settle(diff.id, "rejected")
+        self.on_linger()
+        log.info("lingering for %d Claude(s) of %s", self._connections, self.project)
+        async with trio.open_nursery() as nursery, \
+                control(self.project, self.port) as asked:
+            idle = trio.current_time()
+            while True:
+                request = None
+                with trio.move_on_after(1):
+                    if asked is None:  # none can come (see control)
+                        await trio.sleep_forever()
+                    request = await asked.receive()
+                if request is None:
+                    if self._may_linger():
+                        idle = trio.current_time()
+                    elif trio.current_time() - idle >= self.linger_grace:
+                        return False
+                    continue
+                address, answer = request
+                self.editor.address = address
+                try:
+                    await nursery.start(self._session)
+                except Exception as exc:
+                    self._neovim_gone = True  # still none
+                    why = str(leaf_errors(exc)[0])
+                    log.warning("cannot attach to the Neovim at %s: %s", address, why)
+                    await answer({"error": why})
+                    continue
+                log.info("attached to the Neovim at %s", address)
+                await answer({"ok": True, "pid": os.getpid(), "port": self.port})
+                break
+        return True
 
     async def _check_neovim(self) -> None:
         """A remote Neovim's connection can die without closing (a laptop asleep, a network
@@ -320,12 +433,18 @@ class App:
             self.claude_args += ["--settings", settings_argument()]
 
     def _write_lock(self, folders: list[str]) -> None:
+        self._folders = folders
         name = lockfile.ide_name(folders, self.lock_directory, self.port)
         content = lockfile.lock_content(self._lock_pid, self.paths.folders_to_claude(folders),
                                         self.token, name)
         self.lock_path = lockfile.write_lock(self.lock_directory, self.port, content)
 
     async def _clean_up(self) -> None:
+        self._remove_files()
+        for feature in reversed(self.features):
+            feature.stop()
+
+    def _remove_files(self) -> None:
         lock_path, self.lock_path = self.lock_path, None  # no late rewrite brings it back
         for path in (lock_path, self._adopted_lock):
             if path is not None:
@@ -334,12 +453,6 @@ class App:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
         self._claude_files.clear()
-        # Does nothing unless this server owns Neovim: a refused one leaves the owner's alone.
-        with trio.move_on_after(1, shield=True), contextlib.suppress(Exception):
-            await self.editor.call_lua(lua.CORE, "unload", self.editor.channel_id,
-                                       timeout=1)
-        for feature in reversed(self.features):
-            feature.stop()
 
     async def _tell(self, message: str, level: str) -> None:
         with contextlib.suppress(Exception):
@@ -383,8 +496,10 @@ class App:
         endpoint = "model" if request.path.split("?")[0].rstrip("/") == MODEL_PATH else "ide"
         subprotocol = "mcp" if "mcp" in request.proposed_subprotocols else None
         ws = await request.accept(subprotocol=subprotocol)
+        self._connections += 1
         connection = ConnectionInfo(id=next(self._connection_ids))
-        session = McpSession(connection, self._tools_for[endpoint], self._context)
+        session = McpSession(connection, self._tools_for[endpoint], self._context,
+                             why_gone=self._why_gone)
         log.info("client %d connected to the %s endpoint", connection.id, endpoint)
         try:
             async with trio.open_nursery() as nursery:
@@ -395,10 +510,17 @@ class App:
                 await ws.serve(Workers(nursery, partial(self._answer, ws, session)).submit)
                 nursery.cancel_scope.cancel()  # in-flight calls have nobody to answer to
         finally:
+            self._connections -= 1
             log.info("client %d disconnected (%s)", connection.id, ws.closed)
             for feature in self.features:
                 await feature.disconnected(self.editor, connection.id)
             self.claudes.remove(connection.id)  # the features have let go of it
+
+    def _why_gone(self) -> str:
+        """What a tool call that needed Neovim answers when Neovim is not there."""
+        if self._neovim_gone and self.project is not None and self._may_linger():
+            return f"Neovim is not running; reopen it in {self.project}"
+        return "Neovim went away"
 
     def _context(self, tool: Tool, connection: ConnectionInfo) -> ToolContext:
         editor: Editor = self.editor

@@ -76,6 +76,10 @@ def _parser() -> argparse.ArgumentParser:
                             "Neovim on another host or Claude in a container (repeatable; the "
                             "longest prefix wins): the lock names this process, Neovim's "
                             "environment is left alone")
+    serve.add_argument("--no-linger", action="store_true",
+                       help="end with Neovim, even while a Claude is connected (by default the "
+                            "server outlives Neovim while Claudes need it, and the next Neovim "
+                            "of the project takes it over)")
     _add_disable(serve)
 
     claude = sub.add_parser(

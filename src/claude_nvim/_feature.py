@@ -37,10 +37,12 @@ class Feature:
     3. For each IDE client, once it listens: ``await feature.push(send)`` in a task of its
        own, cancelled when the client goes.
     4. When a client disconnects: ``await feature.disconnected(editor, client_id)``.
-    5. At the end, core's Lua ``unload`` calls each installed module's ``stop()`` (the last
+    5. When the server outlives its Neovim and the next one of the project takes it over:
+       ``await feature.reattach(editor)``, by default ``setup(opts)`` there again.
+    6. At the end, core's Lua ``unload`` calls each installed module's ``stop()`` (the last
        installed first), then the App calls :meth:`stop` here, last feature first.
 
-    Every method has a default that does nothing beyond step 2, so a feature overrides only
+    Every method has a default that does nothing beyond steps 2 and 5, so a feature overrides only
     what it has. Budgets (docs/architecture.md): a notification handler runs in the editor's
     task and must not block; Lua's per-keystroke work stays in Lua, cheap.
     """
@@ -72,6 +74,13 @@ class Feature:
         """Start it, once its Lua is installed: by default, ``setup(self.options(editor))``;
         ``editor`` and ``nursery`` are kept (:attr:`editor`, :attr:`nursery`)."""
         self.editor, self.nursery = editor, nursery
+        if self.lua is not None:
+            await editor.call_lua(self.lua.name, "setup", self.options(editor))
+
+    async def reattach(self, editor: Editor) -> None:
+        """Set it up in a new Neovim, the server having outlived the last one (its Lua is
+        installed again): by default, ``setup(self.options(editor))`` as :meth:`start` does.
+        ``editor`` and the nursery :meth:`start` got are the same as then."""
         if self.lua is not None:
             await editor.call_lua(self.lua.name, "setup", self.options(editor))
 

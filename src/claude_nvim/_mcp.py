@@ -42,8 +42,12 @@ class McpSession:
         connection: ConnectionInfo,
         tools: Mapping[str, Tool],
         make_context: ContextFactory,
+        *,
+        why_gone: Callable[[], str] = lambda: "Neovim went away",
     ) -> None:
         self.connection = connection
+        self.why_gone = why_gone
+        """What a tool call answers when Neovim is not there (or went away meanwhile)."""
         self.tools = tools
         self.make_context = make_context
         self.initialized = False
@@ -155,7 +159,7 @@ class McpSession:
         except (ToolError, EditorError, EditorTimeout) as exc:
             return error_result(str(exc))
         except EditorGone:
-            return error_result("Neovim went away")
+            return error_result(self.why_gone())
         except Exception as exc:
             log.exception("tool %s failed", tool.name)
             return error_result(f"Internal error: {type(exc).__name__}: {exc}")

@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import os
 import socket
+import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -51,8 +52,10 @@ def run(args: argparse.Namespace) -> int:
         activated = _activated(args.listen_fd)
         if isinstance(activated, str):
             return fail(activated)
+        # A private headless Neovim goes with the server: nothing to linger for.
+        linger = not (args.no_linger or remote or args.headless or sys.platform == "win32")
         app = App(editor_for(address), loaded.tools, port=args.port, paths=paths, remote=remote,
-                  keepalive=keepalive, **activated)
+                  keepalive=keepalive, linger=linger, on_linger=_let_go_of_pipes, **activated)
 
         async def serve(ready: Callable[[], None]) -> int:
             async with trio.open_nursery() as serving:
@@ -88,6 +91,19 @@ def _activated(fd: int | None) -> dict[str, Any] | str:
         return f"--listen-fd {fd} is not a TCP socket listening on 127.0.0.1"
     files = {"--mcp-config": Path(mcp_config)} if mcp_config else {}
     return {"listening": listening, "token": token, "claude_files": files}
+
+
+def _let_go_of_pipes() -> None:
+    """Neovim has gone, the server stays: the pipes of Neovim's job (socket pairs: libuv's)
+    are broken, so stdin, stdout and stderr that were such go to /dev/null (not a terminal)."""
+    null = os.open(os.devnull, os.O_RDWR)
+    try:
+        for fd in (0, 1, 2):
+            with contextlib.suppress(OSError):
+                if stat.S_ISFIFO(mode := os.fstat(fd).st_mode) or stat.S_ISSOCK(mode):
+                    os.dup2(null, fd)
+    finally:
+        os.close(null)
 
 
 def _start_headless(stack: contextlib.ExitStack) -> str | None:

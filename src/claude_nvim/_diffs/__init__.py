@@ -71,6 +71,9 @@ class DiffRegistry:
         matches = [d for d in self._diffs.values() if d.tab_name == tab_name]
         return matches[-1] if matches else None
 
+    def pending(self) -> list[Diff]:
+        return [d for d in self._diffs.values() if d.status == "pending"]
+
     def owned_by(self, owner: int) -> list[Diff]:
         return [d for d in self._diffs.values() if d.owner == owner]
 

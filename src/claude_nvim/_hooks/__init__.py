@@ -266,7 +266,10 @@ class Hooks:
             await self.receive(claude_id, HookEvent(DIFF_REJECTED))
 
     def attach(self, editor: Editor) -> None:
+        """Push to ``editor`` from now on, every listening Claude's entry to begin with."""
         self._editor = editor
+        for claude in self._claudes.values():
+            self._publish(claude, False)
 
     def detach(self) -> None:
         self._editor = None
@@ -286,6 +289,10 @@ class HooksFeature(Feature):
         self.hooks.attach(editor)
         nursery.start_soon(self.hooks.push_states)
         nursery.start_soon(self.hooks.watch_interrupts)
+
+    async def reattach(self, editor: Editor) -> None:
+        await super().reattach(editor)
+        self.hooks.attach(editor)  # every Claude's state again: the new Neovim knows none
 
     async def disconnected(self, editor: Editor, client_id: int) -> None:
         self.hooks.gone(client_id)

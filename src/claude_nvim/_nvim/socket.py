@@ -49,6 +49,7 @@ class SocketEditor(EditorBase):
 
         Raises :class:`EditorGone` when Neovim closes the connection.
         """
+        self._outgoing, self._wake_writer = [], trio.Event()  # run again: a new Neovim's
         try:
             stream = await _connect(self.address)
         except OSError as exc:

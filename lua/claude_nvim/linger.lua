@@ -1,0 +1,87 @@
+-- A server that outlived its Neovim (docs/architecture.md, "Lifecycle"): before starting one,
+-- the plugin asks this project's lingering server, if any, to attach to this Neovim. Its
+-- Claudes stay connected; the server sets this Neovim up as at its start and announces itself
+-- (User ClaudeNvimServerReady) as a new one would. The server's half: _linger.py.
+local uv = vim.uv or vim.loop
+
+local M = {}
+
+local ASK_MS = 30000  -- the server loads its Lua here before it answers: a busy machine's seconds
+
+--- This project's private directory (the server's _linger.project_dir, not made here): under
+--- $XDG_RUNTIME_DIR/claude-nvim, else ${TMPDIR:-/tmp}/claude-nvim-<uid>, by the sha256 of the
+--- real path of Neovim's global cwd. (The `hold` branch's claude_nvim.project is its home.)
+---@param cwd? string
+---@return string
+function M.project_dir(cwd)
+  local runtime = vim.env.XDG_RUNTIME_DIR
+  local tmp = (vim.env.TMPDIR and vim.env.TMPDIR ~= '') and vim.env.TMPDIR or '/tmp'
+  local root = (runtime and runtime ~= '' and vim.fn.isdirectory(runtime) == 1)
+    and runtime:gsub('/+$', '') .. '/claude-nvim'
+    or tmp:gsub('/+$', '') .. '/claude-nvim-' .. uv.getuid()
+  cwd = cwd or vim.fn.getcwd(-1, -1)
+  return root .. '/' .. vim.fn.sha256(uv.fs_realpath(cwd) or cwd):sub(1, 16)
+end
+
+-- A directory only this user may enter (not a symlink).
+local function private(path)
+  local stat = uv.fs_lstat(path)
+  return stat ~= nil and stat.type == 'directory' and stat.uid == uv.getuid()
+    and stat.mode % 64 == 0
+end
+
+--- This project's lingering server ({pid, socket}), at once (a read and a stat), or nil when
+--- there is none: then a new one starts without waiting.
+---@return {pid: integer, socket: string}?
+function M.find()
+  if vim.fn.has('win32') == 1 then return nil end  -- servers never linger there
+  local dir = M.project_dir()
+  if not private(dir) then return nil end
+  local file = io.open(dir .. '/server.json', 'r')
+  if not file then return nil end
+  local ok, info = pcall(vim.json.decode, file:read('*a'))
+  file:close()
+  if not ok or type(info) ~= 'table' or type(info.pid) ~= 'number'
+      or info.socket ~= dir .. '/server.sock' or uv.kill(info.pid, 0) ~= 0 then
+    return nil
+  end
+  return info
+end
+
+--- Ask `lingering` (M.find's) to attach to this Neovim (at `address`); `done(true)` once it has
+--- (its ready announcement comes first), `done(false, why)` when it refused or did not answer:
+--- then start one. `done` runs on the main loop.
+---@param lingering {pid: integer, socket: string}
+---@param address string
+---@param done fun(attached: boolean, why?: string)
+function M.ask(lingering, address, done)
+  local finished = false
+  local function finish(attached, why)
+    if finished then return end
+    finished = true
+    vim.schedule(function() done(attached, why) end)
+  end
+  local info = lingering
+  local pipe, timer = uv.new_pipe(false), uv.new_timer()
+  local answer = ''
+  local function close(attached, why)
+    if not timer:is_closing() then timer:close() end
+    if not pipe:is_closing() then pipe:close() end
+    finish(attached, why)
+  end
+  timer:start(ASK_MS, 0, function() close(false, 'the lingering server did not answer') end)
+  pipe:connect(info.socket, function(err)
+    if err then return close(false, err) end
+    pipe:write(vim.json.encode({ nvim = address }) .. '\n')
+    pipe:read_start(function(read_err, data)
+      if data then answer = answer .. data end
+      if read_err or not data or answer:find('\n') then
+        local decoded, reply = pcall(vim.json.decode, answer:match('^[^\n]*'))
+        if decoded and type(reply) == 'table' and reply.ok == true then return close(true) end
+        close(false, decoded and type(reply) == 'table' and reply.error or read_err)
+      end
+    end)
+  end)
+end
+
+return M
