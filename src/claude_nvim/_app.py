@@ -317,7 +317,7 @@ class App:
         # ... and this, to whoever starts a claude in Neovim.
         claude = {"env": self.environment, "args": self.claude_args}
         await editor.call_lua(lua.CORE, "ready", claude)
-        if self._connections:  # Claudes that outlived the last Neovim: this one shows them
+        if not first and self._connections:  # Claudes that outlived the last Neovim
             await self._tell_clients(True)
         log.info("listening on ws://127.0.0.1:%d, lock file %s", self.port, self.lock_path)
         task_status.started(self.port)

@@ -268,7 +268,7 @@ class Hooks:
     def attach(self, editor: Editor) -> None:
         """Push to ``editor`` from now on, every listening Claude's entry to begin with."""
         self._editor = editor
-        for claude in self._claudes.values():
+        for claude in self.claudes:
             self._publish(claude, False)
 
     def detach(self) -> None:
