@@ -19,6 +19,9 @@ command('ClaudeNvimSwitch', function(o) terminal().switch(o.fargs[1]) end,
     desc = 'claude-nvim: to Claude N (or the next), else the one picked, in the Claude window' })
 command('ClaudeNvimRename', function(o) terminal().rename(o.args) end,
   { nargs = '?', desc = 'claude-nvim: name the current Claude (no name: by its title again)' })
+command('ClaudeNvimStop', function(o) terminal().stop(o.bang) end,
+  { bang = true, bar = true,
+    desc = "claude-nvim: end the current Claude (!: all of this project's)" })
 command('ClaudeNvimFocus', function() terminal().focus() end,
   { desc = 'claude-nvim: to the current Claude, or from it back' })
 command('ClaudeNvimResume', function(o) require('claude_nvim.sessions').resume(o.args) end,
@@ -96,11 +99,16 @@ for name, cmd in pairs({ toggle = 'ClaudeNvim', focus = 'ClaudeNvimFocus', new =
   end
 end
 
--- The server starts once a UI is up (opts.start_server), so that Claude connects at once.
+-- The server starts once a UI is up (opts.start_server), so that Claude connects at once;
+-- and the Claudes this project's last Neovim left running (opts.claude.outlive) are found.
+local function ahead()
+  plugin().start_ahead()
+  if plugin().config.start_server ~= 'first_use' then terminal().adopt() end
+end
 if vim.v.vim_did_enter == 1 and #vim.api.nvim_list_uis() > 0 then
-  vim.schedule(function() plugin().start_ahead() end)
+  vim.schedule(ahead)
 else
   vim.api.nvim_create_autocmd('UIEnter', { once = true, callback = function()
-    vim.schedule(function() plugin().start_ahead() end)
+    vim.schedule(ahead)
   end })
 end

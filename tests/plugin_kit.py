@@ -7,7 +7,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
+import signal
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -117,9 +121,39 @@ trio.run(main)
 """
 
 
+def end_holders(runtime: Path) -> list[int]:
+    """Kill (by pid) every Claude held under ``runtime`` (an $XDG_RUNTIME_DIR) and its holder,
+    as their JSON files name them: what `claude-nvim hold` leaves running when a test's Neovim
+    ends. The pids killed."""
+    killed = []
+    for record in runtime.glob("claude-nvim/*/claude-*.json"):
+        with contextlib.suppress(OSError, ValueError):
+            held = json.loads(record.read_text())
+            for pid in (held.get("claude"), held.get("holder")):
+                if isinstance(pid, int) and pid > 1:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                        killed.append(pid)
+    return killed
+
+
+@contextlib.contextmanager
+def private_runtime(monkeypatch) -> Iterator[Path]:
+    """$XDG_RUNTIME_DIR, a short new directory (sockets' paths are short): the holders'
+    directories go there, and what holders a test left are killed when it ends."""
+    runtime = Path(tempfile.mkdtemp(prefix="run-"))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    try:
+        yield runtime
+    finally:
+        end_holders(runtime)
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
 @pytest.fixture
-def claude_dir(tmp_path, monkeypatch) -> Path:
-    """A directory with the stand-in `claude`, put first on PATH (for Neovims started after)."""
+def claude_dir(tmp_path, monkeypatch) -> Iterator[Path]:
+    """A directory with the stand-in `claude`, put first on PATH (for Neovims started after),
+    and a private $XDG_RUNTIME_DIR (private_runtime)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     script = bin_dir / "claude"
@@ -130,7 +164,8 @@ def claude_dir(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "cfg"))
     for name in ("NVIM", "CLAUDE_CODE_SSE_PORT", "CLAUDE_NVIM_CLAUDE"):
         monkeypatch.delenv(name, raising=False)
-    return tmp_path
+    with private_runtime(monkeypatch):
+        yield tmp_path
 
 
 def plugin_args(**opts) -> tuple[str, ...]:

@@ -25,6 +25,7 @@ local api = vim.api
 ---@class claude_nvim.ClaudeOpts
 ---@field permission_mode? claude_nvim.PermissionMode nil: claude's own
 ---@field args? string[] more arguments for every claude the plugin starts
+---@field outlive? boolean Claudes run on when Neovim quits, found again (default true)
 
 --- Where Claude runs when not here (:help claude-nvim-remote).
 ---@class claude_nvim.RemoteOpts
@@ -75,6 +76,7 @@ local defaults = {
     permission_mode = nil,   -- 'manual' (each edit a diff), 'auto', 'acceptEdits', 'plan' ...;
                              -- nil: claude's own (its settings, else auto: no diffs, review)
     args = {},               -- more arguments for every claude, e.g. { '--model', 'opus' }
+    outlive = true,          -- Claudes outlive Neovim (held; :ClaudeNvimStop ends them)
   },
   prompts = {},              -- :ClaudeNvimPrompt's named prompts, over its own (false: removed)
   code_actions = true,       -- "Fix with Claude" and "Explain with Claude" on diagnostics
