@@ -32,8 +32,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # editor as claude's Ctrl+G does ($VISUAL split on spaces, +1 for nvim, on its terminal: what
 # came back in edited.json); "hand over PATH" opens one more connection and hands it to the
 # test listening on PATH (helpers.handed_over): the test speaks through it as this Claude;
-# "exit" ends it. A bracketed paste (ESC[200~ ... ESC[201~, then the line's end) is kept whole
-# in pastes.jsonl, as it came, its submitting newline included.
+# "exit" ends it; losing its server does not (it waits, as claude does). A bracketed paste
+# (ESC[200~ ... ESC[201~, then the line's end) is kept whole in pastes.jsonl, as it came, its
+# submitting newline included.
 # The tab line as the screen shows it (a UI attached).
 TABLINE = """vim.cmd('redraw')
 local row = {}
@@ -117,7 +118,12 @@ async def main():
             for name in ("/mentions.jsonl", "/mentions-%d.jsonl" % os.getpid()):
                 with open(out + name, "a") as f:
                     f.write(json.dumps(note["params"]) + "\\n")
-trio.run(main)
+try:
+    trio.run(main)
+except BaseException:  # its IDE went: claude runs on (and may reconnect), as the CLI does
+    with open(out + "/disconnected.jsonl", "a") as f:
+        f.write(json.dumps({{"pid": os.getpid()}}) + "\\n")
+threading.Event().wait()
 """
 
 

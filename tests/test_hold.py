@@ -3,15 +3,22 @@ not ours alone is refused), the holder's wire, and ``claude-nvim hold`` in a rea
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import subprocess
 from pathlib import Path
 
 import pytest
+import trio
 
+from claude_nvim._errors import EditorGone
 from claude_nvim._hold import protocol as p
-from claude_nvim._nvim.headless import find_nvim
+from claude_nvim._nvim.headless import find_nvim, headless_nvim
 from claude_nvim._project import UnsafeDirectory, project_dir
+from claude_nvim.testing import attached_editor
+from helpers import WAIT, eventually
+from plugin_kit import claudes_started, plugin_args
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -97,3 +104,155 @@ def test_the_ring_keeps_the_last_bytes_and_no_more():
     ring.write(b"q")
     assert ring.contents() == b"hijklmnopq"
     assert sum(map(len, ring._chunks)) == 10
+
+
+# Claudes in real terminals of real headless Neovims, through `claude-nvim hold`.
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, ended but not yet reaped, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+async def until(condition, what: str) -> None:
+    with trio.fail_after(WAIT):
+        while not condition():
+            await trio.sleep(0.02)
+
+
+@contextlib.asynccontextmanager
+async def neovim(cwd: Path, **opts):
+    """A plugin Neovim in ``cwd`` with a UI, and its process (for :qa! and kill -9)."""
+    with headless_nvim(cwd=cwd, args=plugin_args(**opts)) as (address, process):
+        try:
+            async with attached_editor(address) as nvim:
+                await nvim.request("nvim_ui_attach", 120, 40, {"ext_linegrid": True})
+                nvim.process = process
+                yield nvim
+        except* EditorGone:
+            if process.poll() is None:  # gone, yet not quit by the test
+                raise
+
+
+# The Claude terminals of this Neovim: number, label, pid of the holder it names (adopted
+# ones), its text, whether its job runs.
+TERMINALS = """local out = {}
+for _, c in ipairs(require('claude_nvim.terminal').list()) do
+  out[#out + 1] = { n = c.n, job = c.job, label = vim.b[c.buf].claude_nvim_label or '',
+    text = table.concat(vim.api.nvim_buf_get_lines(c.buf, 0, -1, false), '\\n') }
+end
+return out"""
+
+
+async def terminals(nvim) -> list[dict]:
+    return await nvim.exec_lua(TERMINALS)
+
+
+async def type_into(nvim, n: int, text: str) -> None:
+    await nvim.exec_lua("for _, c in ipairs(require('claude_nvim.terminal').list()) do "
+                        "if c.n == ... then vim.api.nvim_chan_send(c.job, select(2, ...)) end "
+                        "end", n, text)
+
+
+def records(runtime: Path) -> dict[int, dict]:
+    found = {}
+    for path in runtime.glob("claude-nvim/*/claude-*.json"):
+        with contextlib.suppress(OSError, ValueError):
+            record = json.loads(path.read_text())
+            found[record["number"]] = record
+    return found
+
+
+async def quit_neovim(nvim, how: str) -> None:
+    if how == "kill -9":
+        nvim.process.kill()
+    else:
+        await nvim.exec_lua("vim.schedule(function() vim.cmd('qa!') end)")
+    await trio.to_thread.run_sync(nvim.process.wait)
+
+
+@pytest.mark.parametrize("how", [":qa!", "kill -9"])
+async def test_claudes_outlive_neovim_and_the_next_one_finds_them(claude_dir, how):
+    runtime = Path(os.environ["XDG_RUNTIME_DIR"])
+    async with neovim(claude_dir) as user:
+        await user.request("nvim_command", "ClaudeNvim")
+        await user.request("nvim_input", "<C-\\><C-n>")
+        await user.request("nvim_command", "ClaudeNvimNew")
+        await user.request("nvim_command", "ClaudeNvimRename the parser")
+        started = {c["pid"] for c in await claudes_started(claude_dir, 2)}
+        await until(lambda: len(records(runtime)) == 2, "two holders")
+        await type_into(user, 1, "marker-one\r")  # the terminal echoes it: on Claude 1's screen
+        await eventually(user, "for _, c in ipairs(require('claude_nvim.terminal').list()) do "
+                               "if c.n == 1 and table.concat(vim.api.nvim_buf_get_lines(c.buf, "
+                               "0, -1, false)):find('marker-one', 1, true) then return true end "
+                               "end")
+        await until(lambda: records(runtime)[2]["name"] == "the parser", "the name kept")
+        await quit_neovim(user, how)
+    held = records(runtime)
+    assert {held[1]["claude"], held[2]["claude"]} == started
+    await until(lambda: all(r["attached"] is None for r in records(runtime).values()),
+                "the holders detached")
+    assert all(running(pid) for pid in started)
+
+    # Another project's Neovim does not see them.
+    other = claude_dir / "other"
+    other.mkdir()
+    async with neovim(other) as stranger:
+        await stranger.request("nvim_command", "ClaudeNvimSwitch")
+        assert await terminals(stranger) == []
+
+    async with neovim(claude_dir) as user:  # the same project again: both found
+        await eventually(user, "return #require('claude_nvim.terminal').list() == 2 and "
+                               "vim.b[require('claude_nvim.terminal').list()[2].buf]"
+                               ".claude_nvim_label")
+        found = await terminals(user)
+        assert [(t["n"], t["label"]) for t in found] == [(1, "Claude 1"),
+                                                          (2, "Claude 2 · the parser")]
+        assert all(running(pid) for pid in started)  # the same claudes
+        assert len((claude_dir / "started.jsonl").read_text().splitlines()) == 2
+        # Claude 1's terminal shows what it showed before: the holder replayed it.
+        await eventually(user, "return require('claude_nvim.terminal').list()[1] and "
+                               "table.concat(vim.api.nvim_buf_get_lines(require("
+                               "'claude_nvim.terminal').list()[1].buf, 0, -1, false))"
+                               ":find('marker-one', 1, true)")
+        # /exit in Claude 1: its claude ends, and its holder with it, files and all.
+        holder = held[1]["holder"]
+        await type_into(user, 1, "exit\r")
+        await until(lambda: not running(holder) and 1 not in records(runtime), "holder 1 ends")
+        assert not Path(held[1]["socket"]).exists()
+        await eventually(user, "return #require('claude_nvim.terminal').list() == 1")
+        # :ClaudeNvimStop! ends the rest.
+        await user.request("nvim_command", "ClaudeNvimStop!")
+        await until(lambda: not any(running(pid) for pid in (*started, held[2]["holder"])),
+                    "all ended")
+        await until(lambda: records(runtime) == {}, "their files removed")
+        await eventually(user, "return #require('claude_nvim.terminal').list() == 0")
+
+
+async def test_with_outlive_false_claudes_end_with_neovim(claude_dir):
+    runtime = Path(os.environ["XDG_RUNTIME_DIR"])
+    async with neovim(claude_dir, claude={"outlive": False}) as user:
+        await user.request("nvim_command", "ClaudeNvim")
+        await user.request("nvim_input", "<C-\\><C-n>")
+        await user.request("nvim_command", "ClaudeNvimNew")
+        started = [c["pid"] for c in await claudes_started(claude_dir, 2)]
+        assert records(runtime) == {}
+        await quit_neovim(user, "kill -9")
+    await until(lambda: not any(map(running, started)), "the claudes end with Neovim")
+
+
+async def test_stop_ends_the_current_claude(claude_dir):
+    runtime = Path(os.environ["XDG_RUNTIME_DIR"])
+    async with neovim(claude_dir) as user:
+        await user.request("nvim_command", "ClaudeNvim")
+        (claude,) = await claudes_started(claude_dir, 1)
+        await until(lambda: len(records(runtime)) == 1, "its holder")
+        holder = records(runtime)[1]["holder"]
+        await user.request("nvim_input", "<C-\\><C-n>")
+        await user.request("nvim_command", "ClaudeNvimStop")
+        await until(lambda: not running(claude["pid"]) and not running(holder), "ended")
+        await eventually(user, "return #require('claude_nvim.terminal').list() == 0")
+        assert records(runtime) == {}

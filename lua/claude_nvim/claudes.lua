@@ -308,6 +308,7 @@ function M.watch()
       return
     end
     M.refresh()
+    terminal().keep_names()
   end))
 end
 

@@ -103,20 +103,25 @@ local function frame(kind, payload)
     math.floor(n / 256) % 256, n % 256) .. payload
 end
 
--- Send the holder at `sock` one frame, without waiting for it.
-local function tell_holder(sock, kind, payload)
+-- Send the holder at `sock` one frame, without waiting for it; then `done(ok)`, in the loop.
+local function tell_holder(sock, kind, payload, done)
   local pipe = uv.new_pipe(false)
+  local function over(ok)
+    pipe:close()
+    if done then vim.schedule(function() done(ok) end) end
+  end
   pipe:connect(sock, function(err)
-    if err then return pipe:close() end
-    pipe:write(frame(kind, payload), function() pipe:close() end)
+    if err then return over(false) end
+    pipe:write(frame(kind, payload), function(failed) over(not failed) end)
   end)
 end
 
 --- The user named the Claude of the holder at `sock` `name` ('' for none): kept in its
---- JSON file, for the next Neovim.
+--- JSON file, for the next Neovim; then `done(ok)`.
 ---@param sock string
 ---@param name string
-function M.name(sock, name) tell_holder(sock, 'N', name) end
+---@param done fun(ok: boolean)
+function M.name(sock, name, done) tell_holder(sock, 'N', name, done) end
 
 --- End the Claude of the holder at `sock` (it hangs up claude, as a closed terminal would;
 --- the holder ends with it).

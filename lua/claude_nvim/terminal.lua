@@ -304,6 +304,7 @@ local function adopt()
       claude.sock = holder.sock
       vim.b[claude.buf].claude_nvim_pid = holder.holder  -- claude descends from it
       if holder.name then vim.b[claude.buf].claude_nvim_name = holder.name end
+      claude.kept_name = holder.name
       local cmd, why = held().attach_command(holder.sock)
       if not cmd then return failed(claude, why) end
       launch(claude, cmd, nil, 'claude-nvim hold')
@@ -427,8 +428,23 @@ function M.rename(name)
   if not M.running() then return tell('no Claude runs: :ClaudeNvim starts one', 'WARN') end
   name = name and vim.trim((name:gsub('%c', ' '))) or ''
   vim.b[current.buf].claude_nvim_name = name ~= '' and name or nil
-  if current.sock then held().name(current.sock, name) end  -- for the next Neovim too
+  M.keep_names()
   names().refresh()
+end
+
+--- Each held Claude's name, told to its holder until it has it (for the next Neovim); its
+--- holder may not listen yet when the user names it (claude_nvim.claudes' timer calls this).
+function M.keep_names()
+  for _, claude in ipairs(running()) do
+    local name = vim.b[claude.buf].claude_nvim_name or ''
+    if claude.sock and claude.job and (claude.kept_name or '') ~= name and not claude.naming then
+      claude.naming = true
+      held().name(claude.sock, name, function(ok)
+        claude.naming = nil
+        if ok then claude.kept_name = name end
+      end)
+    end
+  end
 end
 
 --- :ClaudeNvimStop[!]: end the current Claude; with `all`, all of them (under holders: all of
