@@ -256,3 +256,36 @@ async def test_stop_ends_the_current_claude(claude_dir):
         await until(lambda: not running(claude["pid"]) and not running(holder), "ended")
         await eventually(user, "return #require('claude_nvim.terminal').list() == 0")
         assert records(runtime) == {}
+
+
+async def test_wiping_a_held_claudes_buffer_ends_it(claude_dir):
+    runtime = Path(os.environ["XDG_RUNTIME_DIR"])
+    async with neovim(claude_dir) as user:
+        await user.request("nvim_command", "ClaudeNvim")
+        (claude,) = await claudes_started(claude_dir, 1)
+        await until(lambda: len(records(runtime)) == 1, "its holder")
+        holder = records(runtime)[1]["holder"]
+        await user.exec_lua("vim.api.nvim_buf_delete(require('claude_nvim.terminal')"
+                            ".list()[1].buf, { force = true })")
+        await until(lambda: not running(claude["pid"]) and not running(holder), "ended")
+        assert records(runtime) == {}
+
+
+async def test_a_second_neovim_of_the_project_leaves_the_first_its_claudes(claude_dir):
+    runtime = Path(os.environ["XDG_RUNTIME_DIR"])
+    async with neovim(claude_dir) as first:
+        await first.request("nvim_command", "ClaudeNvim")
+        (claude,) = await claudes_started(claude_dir, 1)
+        await until(lambda: records(runtime).get(1, {}).get("attached"), "attached")
+        attached = records(runtime)[1]["attached"]
+        async with neovim(claude_dir) as second:
+            await second.request("nvim_command", "ClaudeNvimSwitch")  # finds it; refused
+            await eventually(second, "return #require('claude_nvim.terminal').list() == 0 "
+                                     "and vim.api.nvim_exec2('messages', { output = true })"
+                                     ".output:find('open in another Neovim', 1, true)")
+            assert records(runtime)[1]["attached"] == attached
+        await type_into(first, 1, "still-here\r")  # the first one's terminal still works
+        await eventually(first, "return table.concat(vim.api.nvim_buf_get_lines(require("
+                                "'claude_nvim.terminal').list()[1].buf, 0, -1, false))"
+                                ":find('still-here', 1, true)")
+        assert running(claude["pid"])

@@ -181,6 +181,7 @@ end
 local function launch(claude, cmd, env, exe)
   local buf = claude.buf
   local function exited(_, code)
+    claude.ended = true  -- its client: wiping its buffer now stops no holder
     vim.schedule(function()
       forget(claude)
       if not api.nvim_buf_is_valid(buf) then return end
@@ -283,7 +284,8 @@ local function new_claude(n, started)
   -- A held Claude whose buffer the user wipes (:bwipeout!) ends with it, as one not held
   -- does; quitting Neovim leaves it running.
   api.nvim_create_autocmd('BufWipeout', { buffer = buf, once = true, callback = function()
-    if claude.sock and claude.job and not claude.stopping and vim.v.exiting == vim.NIL then
+    if claude.sock and claude.job and not (claude.stopping or claude.ended)
+        and vim.v.exiting == vim.NIL then
       held().stop(claude.sock)
     end
   end })
