@@ -104,12 +104,15 @@ async def hooks(client):
             await claude.notify("permission_prompt")
         elif line == "stop":
             await claude.stop()
+connected = False
 async def main():
     port = os.environ["CLAUDE_CODE_SSE_PORT"]
     lock = os.path.join(os.environ["CLAUDE_CONFIG_DIR"], "ide", port + ".lock")
     token = json.load(open(lock))["authToken"]
     async with mcp_client(int(port), token, pid=os.getpid()) as client, \\
             trio.open_nursery() as nursery:
+        global connected
+        connected = True
         nursery.start_soon(hooks, client)
         seen = 0
         while True:
@@ -120,10 +123,13 @@ async def main():
                     f.write(json.dumps(note["params"]) + "\\n")
 try:
     trio.run(main)
-except BaseException:  # its IDE went: claude runs on (and may reconnect), as the CLI does
+except BaseException:
+    if not connected:
+        raise
+    # Its IDE went: claude runs on (and may reconnect), as the CLI does.
     with open(out + "/disconnected.jsonl", "a") as f:
         f.write(json.dumps({{"pid": os.getpid()}}) + "\\n")
-threading.Event().wait()
+    threading.Event().wait()
 """
 
 
