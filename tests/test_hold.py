@@ -6,7 +6,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
+import signal
+import socket
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +23,7 @@ from claude_nvim._nvim.headless import find_nvim, headless_nvim
 from claude_nvim._project import UnsafeDirectory, project_dir
 from claude_nvim.testing import attached_editor
 from helpers import WAIT, eventually
-from plugin_kit import claudes_started, plugin_args
+from plugin_kit import claudes_started, end_holders, plugin_args, private_runtime
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -289,3 +294,62 @@ async def test_a_second_neovim_of_the_project_leaves_the_first_its_claudes(claud
                                 "'claude_nvim.terminal').list()[1].buf, 0, -1, false))"
                                 ":find('still-here', 1, true)")
         assert running(claude["pid"])
+
+
+def read_until(fd: int, wanted: bytes) -> bytes:
+    """Read the pty ``fd`` until ``wanted`` shows (or WAIT passes)."""
+    got = b""
+    deadline = time.monotonic() + WAIT
+    while wanted not in got:
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            raise TimeoutError(f"no {wanted!r} in {got[-500:]!r}")
+        got += os.read(fd, 65536)
+    return got
+
+
+def test_a_holder_drops_what_is_not_its_wire_and_serves_on(tmp_path, monkeypatch):
+    with private_runtime(monkeypatch) as runtime:
+        master, slave = os.openpty()
+        client = subprocess.Popen(
+            [sys.executable, "-m", "claude_nvim", "hold", "--number", "4", "--project",
+             str(tmp_path), "--", "cat"], stdin=slave, stdout=slave, stderr=slave,
+            start_new_session=True)
+        os.close(slave)
+        try:
+            deadline = time.monotonic() + WAIT
+            while not records(runtime).get(4, {}).get("attached"):
+                assert time.monotonic() < deadline and client.poll() is None
+                time.sleep(0.02)
+            record = records(runtime)[4]
+            assert record["argv"] == ["cat"] and record["attached"] == client.pid
+            sock = record["socket"]
+            assert os.stat(sock).st_mode & 0o777 == 0o600
+            for garbage in (b"Z\0\0\0\0", p.HEADER.pack(p.INPUT, p.MAX_PAYLOAD + 1), b"\xff" * 64):
+                with socket.socket(socket.AF_UNIX) as intruder:
+                    intruder.connect(sock)
+                    intruder.sendall(garbage)
+                    intruder.settimeout(WAIT)
+                    assert intruder.recv(1) == b""  # dropped
+            # A second attach while the first is attached: refused, the first served on.
+            with socket.socket(socket.AF_UNIX) as second:
+                second.connect(sock)
+                second.sendall(p.frame(p.ATTACH, p.window(24, 80)))
+                second.settimeout(WAIT)
+                answer = p.Reader().feed(second.recv(4096))
+                assert answer[0][0] == p.REFUSED and b"another Neovim" in answer[0][1]
+            os.write(master, b"still served\r")
+            read_until(master, b"still served\r\n")  # cat's line, through the holder
+            os.write(master, b"\x04")  # cat ends: its holder too, and the client with its code
+            assert client.wait(WAIT) == 0
+            deadline = time.monotonic() + WAIT
+            while running(record["holder"]) or records(runtime):
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+            assert not os.path.exists(sock)
+        finally:
+            end_holders(runtime)
+            if client.poll() is None:
+                os.killpg(client.pid, signal.SIGKILL)
+            client.wait()
+            os.close(master)
