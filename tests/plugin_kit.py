@@ -118,7 +118,7 @@ async def main():
         while True:
             note = await client.next_notification("at_mentioned", after=seen, timeout=3600)
             seen = next(i for i, n in enumerate(client.notifications) if n is note) + 1
-            for name in ("/mentions.jsonl", "/mentions-%d.jsonl" % os.getpid()):
+            for name in ("/mentions-%d.jsonl" % os.getpid(), "/mentions.jsonl"):
                 with open(out + name, "a") as f:
                     f.write(json.dumps(note["params"]) + "\\n")
 try:

@@ -245,8 +245,11 @@ async def test_with_outlive_false_claudes_end_with_neovim(claude_dir):
         await user.request("nvim_command", "ClaudeNvimNew")
         started = [c["pid"] for c in await claudes_started(claude_dir, 2)]
         assert records(runtime) == {}
-        await user.request("nvim_command", "ClaudeNvimStop")  # the current one: Claude 2
-        await until(lambda: not running(started[1]), "Claude 2 stopped")
+        current = await user.exec_lua(  # Claude 2: its job is the stand-in itself
+            "return vim.fn.jobpid(require('claude_nvim.terminal').info().job)")
+        assert current in started
+        await user.request("nvim_command", "ClaudeNvimStop")
+        await until(lambda: not running(current), "Claude 2 stopped")
         await eventually(user, "return #require('claude_nvim.terminal').list() == 1")
         await quit_neovim(user, "kill -9")
     await until(lambda: not any(map(running, started)), "the claudes end with Neovim")
