@@ -19,6 +19,9 @@ command('ClaudeNvimSwitch', function(o) terminal().switch(o.fargs[1]) end,
     desc = 'claude-nvim: to Claude N (or the next), else the one picked, in the Claude window' })
 command('ClaudeNvimRename', function(o) terminal().rename(o.args) end,
   { nargs = '?', desc = 'claude-nvim: name the current Claude (no name: by its title again)' })
+command('ClaudeNvimStop', function(o) terminal().stop(o.bang) end,
+  { bang = true, bar = true,
+    desc = "claude-nvim: end the current Claude (!: all of this project's)" })
 command('ClaudeNvimFocus', function() terminal().focus() end,
   { desc = 'claude-nvim: to the current Claude, or from it back' })
 command('ClaudeNvimResume', function(o) require('claude_nvim.sessions').resume(o.args) end,
@@ -97,11 +100,16 @@ for name, cmd in pairs({ toggle = 'ClaudeNvim', focus = 'ClaudeNvimFocus', new =
 end
 
 -- With opts.start_server = 'startup' the server starts once a UI is up (claude outside Neovim
--- finds it); by default at first use.
+-- finds it); by default at first use. The Claudes this project's last Neovim left running
+-- (opts.claude.outlive) are found at once, and the server with them, so they connect here.
+local function ahead()
+  plugin().start_ahead()
+  if terminal().adopt() then plugin().serve() end
+end
 if vim.v.vim_did_enter == 1 and #vim.api.nvim_list_uis() > 0 then
-  vim.schedule(function() plugin().start_ahead() end)
+  vim.schedule(ahead)
 else
   vim.api.nvim_create_autocmd('UIEnter', { once = true, callback = function()
-    vim.schedule(function() plugin().start_ahead() end)
+    vim.schedule(ahead)
   end })
 end

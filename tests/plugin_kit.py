@@ -7,7 +7,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
+import signal
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,8 +32,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # editor as claude's Ctrl+G does ($VISUAL split on spaces, +1 for nvim, on its terminal: what
 # came back in edited.json); "hand over PATH" opens one more connection and hands it to the
 # test listening on PATH (helpers.handed_over): the test speaks through it as this Claude;
-# "exit" ends it. A bracketed paste (ESC[200~ ... ESC[201~, then the line's end) is kept whole
-# in pastes.jsonl, as it came, its submitting newline included.
+# "exit" ends it; losing its server does not (it waits, as claude does). A bracketed paste
+# (ESC[200~ ... ESC[201~, then the line's end) is kept whole in pastes.jsonl, as it came, its
+# submitting newline included.
 # The tab line as the screen shows it (a UI attached).
 TABLINE = """vim.cmd('redraw')
 local row = {}
@@ -99,27 +104,68 @@ async def hooks(client):
             await claude.notify("permission_prompt")
         elif line == "stop":
             await claude.stop()
+connected = False
 async def main():
     port = os.environ["CLAUDE_CODE_SSE_PORT"]
     lock = os.path.join(os.environ["CLAUDE_CONFIG_DIR"], "ide", port + ".lock")
     token = json.load(open(lock))["authToken"]
     async with mcp_client(int(port), token, pid=os.getpid()) as client, \\
             trio.open_nursery() as nursery:
+        global connected
+        connected = True
         nursery.start_soon(hooks, client)
         seen = 0
         while True:
             note = await client.next_notification("at_mentioned", after=seen, timeout=3600)
             seen = next(i for i, n in enumerate(client.notifications) if n is note) + 1
-            for name in ("/mentions.jsonl", "/mentions-%d.jsonl" % os.getpid()):
+            for name in ("/mentions-%d.jsonl" % os.getpid(), "/mentions.jsonl"):
                 with open(out + name, "a") as f:
                     f.write(json.dumps(note["params"]) + "\\n")
-trio.run(main)
+try:
+    trio.run(main)
+except BaseException:
+    if not connected:
+        raise
+    # Its IDE went: claude runs on (and may reconnect), as the CLI does.
+    with open(out + "/disconnected.jsonl", "a") as f:
+        f.write(json.dumps({{"pid": os.getpid()}}) + "\\n")
+    threading.Event().wait()
 """
 
 
+def end_holders(runtime: Path) -> list[int]:
+    """Kill (by pid) every Claude held under ``runtime`` (an $XDG_RUNTIME_DIR) and its holder,
+    as their JSON files name them: what `claude-nvim hold` leaves running when a test's Neovim
+    ends. The pids killed."""
+    killed = []
+    for record in runtime.glob("claude-nvim/*/claude-*.json"):
+        with contextlib.suppress(OSError, ValueError):
+            held = json.loads(record.read_text())
+            for pid in (held.get("claude"), held.get("holder")):
+                if isinstance(pid, int) and pid > 1:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                        killed.append(pid)
+    return killed
+
+
+@contextlib.contextmanager
+def private_runtime(monkeypatch) -> Iterator[Path]:
+    """$XDG_RUNTIME_DIR, a short new directory (sockets' paths are short): the holders'
+    directories go there, and what holders a test left are killed when it ends."""
+    runtime = Path(tempfile.mkdtemp(prefix="run-"))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    try:
+        yield runtime
+    finally:
+        end_holders(runtime)
+        shutil.rmtree(runtime, ignore_errors=True)
+
+
 @pytest.fixture
-def claude_dir(tmp_path, monkeypatch) -> Path:
-    """A directory with the stand-in `claude`, put first on PATH (for Neovims started after)."""
+def claude_dir(tmp_path, monkeypatch) -> Iterator[Path]:
+    """A directory with the stand-in `claude`, put first on PATH (for Neovims started after),
+    and a private $XDG_RUNTIME_DIR (private_runtime)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     script = bin_dir / "claude"
@@ -130,7 +176,8 @@ def claude_dir(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "cfg"))
     for name in ("NVIM", "CLAUDE_CODE_SSE_PORT", "CLAUDE_NVIM_CLAUDE"):
         monkeypatch.delenv(name, raising=False)
-    return tmp_path
+    with private_runtime(monkeypatch):
+        yield tmp_path
 
 
 def plugin_args(**opts) -> tuple[str, ...]:

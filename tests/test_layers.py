@@ -13,7 +13,8 @@ import claude_nvim
 PACKAGE = Path(claude_nvim.__file__).parent
 
 LAYERS: list[tuple[str, set[str], bool]] = [
-    ("foundations", {"_errors", "_paths", "_schema", "_big_reads", "_socket_io"}, False),
+    ("foundations", {"_errors", "_project", "_paths", "_schema", "_big_reads", "_socket_io"},
+     False),
     ("the transports: Neovim's RPC, the CLI's WebSocket", {"_nvim", "_wire"}, True),
     ("the tool API", {"_tool", "hookspecs", "_plugins"}, False),
     ("what a feature is", {"_feature"}, False),
@@ -22,7 +23,7 @@ LAYERS: list[tuple[str, set[str], bool]] = [
                       "_hooks", "_review", "_follow"}, True),
     ("the built-in tools", {"tools"}, False),
     ("the server", {"_mcp", "_lockfile", "_linger", "_app"}, False),
-    ("entry points", {"_commands", "_cli", "testing", "__main__"}, False),
+    ("entry points", {"_hold", "_commands", "_cli", "testing", "__main__"}, False),
 ]
 """Bottom first: (what it is, its top-level modules and folders, whether those may not import
 one another). ``claude_nvim/__init__.py`` (the public API) is above them all; importing it

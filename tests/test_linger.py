@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from claude_nvim import _linger
+from claude_nvim import _project
 from claude_nvim._nvim.headless import headless_nvim
 from claude_nvim.testing import attached_editor, mcp_client, running_app
 from helpers import WAIT, HookedClaude, eventually, published_settings
@@ -112,7 +112,7 @@ async def test_a_claude_stays_connected_and_the_next_neovim_takes_the_server_ove
             settings = published_settings(await nvim.exec_lua(
                 "return require('claude_nvim').server().claude.args"))
         lock = tmp_path / "cfg" / "ide" / f"{port}.lock"
-        record = _linger.project_dir(str(project)) / "server.json"
+        record = _project.project_dir(str(project)) / "server.json"
         async with contextlib.AsyncExitStack() as stack:
             client = await stack.enter_async_context(mcp_client(port, token(tmp_path, port)))
             await quit_neovim(address, process, how)
@@ -198,8 +198,8 @@ async def test_a_lingering_server_ends_after_the_grace_once_nothing_needs_it(
                             await trio.sleep_forever()
                     ended.set()
                 app = await nursery.start(serve)
-                project_dir = _linger.project_dir(str(tmp_path))
-                (project_dir / "claude-1.json").write_text(json.dumps({"pid": holder.pid}))
+                project_dir = _project.project_dir(str(tmp_path))
+                (project_dir / "claude-1.json").write_text(json.dumps({"holder": holder.pid}))
                 async with mcp_client(app.port, app.token):
                     process.kill()
                     await lingering(project_dir / "server.json")
@@ -222,8 +222,8 @@ async def test_python_and_lua_agree_on_the_project_directory(tmp_path, runtime, 
     link.symlink_to(tmp_path)
     with headless_nvim(cwd=link, args=plugin_args()) as (address, _):
         async with attached_editor(address) as nvim:
-            lua = await nvim.exec_lua("return require('claude_nvim.linger').project_dir()")
-    assert lua == str(_linger.project_dir(str(link)))
+            lua = await nvim.exec_lua("return require('claude_nvim.project').dir()")
+    assert lua == str(_project.project_dir(str(link)))
     assert lua.startswith(str(runtime))
 
 
@@ -233,7 +233,7 @@ async def test_a_refused_attach_leaves_the_server_lingering(tmp_path, runtime, s
         pid, port = await started_server(address, servers)
         async with mcp_client(port, token(tmp_path, port)):
             await quit_neovim(address, process, "qa!")
-            record = _linger.project_dir(str(tmp_path / "project")) / "server.json"
+            record = _project.project_dir(str(tmp_path / "project")) / "server.json"
             await lingering(record)
             socket_path = json.loads(record.read_text())["socket"]
             stream = await trio.open_unix_socket(socket_path)

@@ -656,17 +656,24 @@ def children_of(pid: int) -> list[int]:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-async def test_one_claude_nvim_process_beside_any_number_of_claudes(user, claude_dir):
-    for command in ("ClaudeNvim", "ClaudeNvimNew", "ClaudeNvimNew"):
-        await user.request("nvim_input", "<C-\\><C-n>")
-        await user.request("nvim_command", command)
-    server = await eventually(user, READY_SERVER, timeout=WAIT)
-    claudes = {c["pid"] for c in await claudes_started(claude_dir, 3)}
-    assert await eventually(user, "local s = require('claude_nvim').status()\n"
-                                  "return s:find('3') and s") == "Claude \N{MULTIPLICATION SIGN}3"
-    # Each claude runs right under Neovim (no claude-nvim in between), beside the one server.
-    nvim_pid = await user.exec_lua("return vim.fn.getpid()")
-    assert set(children_of(nvim_pid)) == claudes | {server}
+@pytest.mark.parametrize("outlive", [False, True])
+async def test_one_claude_nvim_process_beside_any_number_of_claudes(claude_dir, outlive):
+    async with plugin_user(claude_dir, claude={"outlive": outlive}) as user:
+        for command in ("ClaudeNvim", "ClaudeNvimNew", "ClaudeNvimNew"):
+            await user.request("nvim_input", "<C-\\><C-n>")
+            await user.request("nvim_command", command)
+        server = await eventually(user, READY_SERVER, timeout=WAIT)
+        claudes = {c["pid"] for c in await claudes_started(claude_dir, 3)}
+        status = await eventually(user, "local s = require('claude_nvim').status()\n"
+                                        "return s:find('3') and s")
+        assert status == "Claude \N{MULTIPLICATION SIGN}3"
+        nvim_pid = await user.exec_lua("return vim.fn.getpid()")
+        if not outlive:  # each claude runs right under Neovim, beside the one server
+            assert set(children_of(nvim_pid)) == claudes | {server}
+        else:  # each under its holder, under its terminal's client, under Neovim
+            holders = {parent_pid(pid) for pid in claudes}
+            assert set(children_of(nvim_pid)) == {parent_pid(h) for h in holders} | {server}
+            assert len(holders) == 3
 
 
 # The current tab and window, how many tabs and windows in this tab, the mode.

@@ -330,6 +330,7 @@ function M.watch()
       return
     end
     M.refresh()
+    terminal().keep_names()
   end))
 end
 

@@ -26,7 +26,7 @@ local uv = vim.uv or vim.loop
 ---@class claude_nvim.ClaudeOpts
 ---@field permission_mode? claude_nvim.PermissionMode nil: claude's own
 ---@field args? string[] more arguments for every claude the plugin starts
----@field outlive? boolean false: the server and its Claudes end with Neovim (default true)
+---@field outlive? boolean Claudes (and the server) run on when Neovim quits, found again (default true)
 
 --- Where Claude runs when not here (:help claude-nvim-remote).
 ---@class claude_nvim.RemoteOpts
@@ -80,7 +80,7 @@ local defaults = {
     permission_mode = nil,   -- 'manual' (each edit a diff), 'auto', 'acceptEdits', 'plan' ...;
                              -- nil: claude's own (its settings, else auto: no diffs, review)
     args = {},               -- more arguments for every claude, e.g. { '--model', 'opus' }
-    outlive = true,          -- the server (and its Claudes) outlive Neovim; false: end with it
+    outlive = true,          -- Claudes outlive Neovim (held; :ClaudeNvimStop ends them)
   },
   prompts = {},              -- :ClaudeNvimPrompt's named prompts, over its own (false: removed)
   code_actions = true,       -- "Fix with Claude" and "Explain with Claude" on diagnostics

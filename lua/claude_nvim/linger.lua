@@ -8,35 +8,13 @@ local M = {}
 
 local ASK_MS = 30000  -- the server loads its Lua here before it answers: a busy machine's seconds
 
---- This project's private directory (the server's _linger.project_dir, not made here): under
---- $XDG_RUNTIME_DIR/claude-nvim, else ${TMPDIR:-/tmp}/claude-nvim-<uid>, by the sha256 of the
---- real path of Neovim's global cwd. (The `hold` branch's claude_nvim.project is its home.)
----@param cwd? string
----@return string
-function M.project_dir(cwd)
-  local runtime = vim.env.XDG_RUNTIME_DIR
-  local tmp = (vim.env.TMPDIR and vim.env.TMPDIR ~= '') and vim.env.TMPDIR or '/tmp'
-  local root = (runtime and runtime ~= '' and vim.fn.isdirectory(runtime) == 1)
-    and runtime:gsub('/+$', '') .. '/claude-nvim'
-    or tmp:gsub('/+$', '') .. '/claude-nvim-' .. uv.getuid()
-  cwd = cwd or vim.fn.getcwd(-1, -1)
-  return root .. '/' .. vim.fn.sha256(uv.fs_realpath(cwd) or cwd):sub(1, 16)
-end
-
--- A directory only this user may enter (not a symlink).
-local function private(path)
-  local stat = uv.fs_lstat(path)
-  return stat ~= nil and stat.type == 'directory' and stat.uid == uv.getuid()
-    and stat.mode % 64 == 0
-end
-
 --- This project's lingering server ({pid, socket}), at once (a read and a stat), or nil when
 --- there is none: then a new one starts without waiting.
 ---@return {pid: integer, socket: string}?
 function M.find()
   if vim.fn.has('win32') == 1 then return nil end  -- servers never linger there
-  local dir = M.project_dir()
-  if not private(dir) then return nil end
+  local dir = require('claude_nvim.project').dir(vim.fn.getcwd(-1, -1))
+  if not dir then return nil end
   local file = io.open(dir .. '/server.json', 'r')
   if not file then return nil end
   local ok, info = pcall(vim.json.decode, file:read('*a'))

@@ -21,6 +21,8 @@ local PINS = vim.fn.exists('+winfixbuf') == 1  -- Neovim 0.10 and later
 
 local function tell(msg, level) require('claude_nvim').tell(msg, level) end
 local function names() return require('claude_nvim.claudes') end
+local function held() return require('claude_nvim.held') end
+local REFUSED = 75  -- `claude-nvim hold --attach`'s code: attached in another Neovim
 
 local function forget(claude)
   for i, other in ipairs(claudes) do
@@ -54,6 +56,9 @@ local function free_number()
   for _, buf in ipairs(api.nvim_list_bufs()) do
     local n = vim.b[buf].claude_nvim_terminal
     if n then taken[n] = true end
+  end
+  if held().enabled() then  -- and those of this project's holders, attached elsewhere too
+    for _, holder in ipairs(held().holders()) do taken[holder.n] = true end
   end
   local n = 1
   while taken[n] do n = n + 1 end
@@ -180,8 +185,48 @@ local function failed(claude, why)
   tell('Claude ' .. claude.n .. ' did not start: ' .. why, 'WARN')
 end
 
+-- Run `cmd` in `claude`'s buffer (with `env`), as its terminal: Terminal mode if in view.
+local function launch(claude, cmd, env, exe)
+  local buf = claude.buf
+  local function exited(_, code)
+    claude.ended = true  -- its client: wiping its buffer now stops no holder
+    vim.schedule(function()
+      forget(claude)
+      if not api.nvim_buf_is_valid(buf) then return end
+      if code == REFUSED and claude.sock then  -- attached in another Neovim: not here then
+        tell('Claude ' .. claude.n .. ' is open in another Neovim', 'WARN')
+        return pcall(api.nvim_buf_delete, buf, { force = true })
+      end
+      if code ~= 0 and not claude.stopping then  -- it stays on screen, saying why
+        vim.bo[buf].bufhidden = 'wipe'
+        return tell('Claude ' .. claude.n .. ' (`' .. exe .. '`) exited with code ' .. code, 'WARN')
+      end
+      -- Its windows close with it; a last window gets an empty buffer instead.
+      for _, win in ipairs(vim.fn.win_findbuf(buf)) do
+        if PINS then vim.wo[win].winfixbuf = false end
+      end
+      pcall(api.nvim_buf_delete, buf, { force = true })
+    end)
+  end
+  local job_opts = { on_exit = exited, env = env }
+  vim.bo[buf].modifiable = true
+  local job = api.nvim_buf_call(buf, function()
+    if vim.fn.has('nvim-0.11') == 1 then
+      job_opts.term = true
+      return vim.fn.jobstart(cmd, job_opts)
+    end
+    return vim.fn.termopen(cmd, job_opts)
+  end)
+  if job <= 0 then return failed(claude, 'cannot run ' .. cmd[1]) end
+  claude.job = job
+  vim.bo[buf].bufhidden = 'hide'  -- a hidden Claude keeps running
+  names().refresh()
+  names().watch()
+  if api.nvim_get_current_buf() == buf then vim.cmd('startinsert') end
+end
+
 -- Run claude in `claude`'s buffer with what the server published (`info.claude`), then the
--- user's `args`: Terminal mode if it is in view.
+-- user's `args`: under a holder of its own if Claudes outlive Neovim (claude_nvim.held).
 local function run(claude, info, args)
   local buf = claude.buf
   if not api.nvim_buf_is_valid(buf) then return forget(claude) end  -- closed meanwhile
@@ -198,41 +243,21 @@ local function run(claude, info, args)
   end
   local cmd = vim.list_extend({ exe }, vim.list_extend(vim.deepcopy(info.claude.args or {}),
     M.user_args(args)))
-  local function exited(_, code)
-    vim.schedule(function()
-      forget(claude)
-      if not api.nvim_buf_is_valid(buf) then return end
-      if code ~= 0 then  -- it stays on screen, saying why
-        vim.bo[buf].bufhidden = 'wipe'
-        return tell('Claude ' .. claude.n .. ' (`' .. exe .. '`) exited with code ' .. code, 'WARN')
-      end
-      -- Its windows close with it; a last window gets an empty buffer instead.
-      for _, win in ipairs(vim.fn.win_findbuf(buf)) do
-        if PINS then vim.wo[win].winfixbuf = false end
-      end
-      pcall(api.nvim_buf_delete, buf, { force = true })
-    end)
-  end
-  local job_opts = { on_exit = exited, env = info.claude.env }
+  local why
   if elsewhere then  -- claude there, through the user's target: the port there in its env
-    local claude_nvim, why = require('claude_nvim').command()
+    local claude_nvim
+    claude_nvim, why = require('claude_nvim').command()
     if not claude_nvim then return failed(claude, why) end
     cmd = remote.claude_command(claude_nvim, vim.list_slice(cmd, 2))
+  elseif held().enabled() then  -- its holder is this terminal's child; its socket is known
+    local dir
+    dir, why = held().dir()
+    if not dir then return failed(claude, why) end
+    cmd, why = held().start_command(claude.n, cmd)
+    if not cmd then return failed(claude, why) end
+    claude.sock = dir .. '/claude-' .. claude.n .. '.sock'
   end
-  vim.bo[buf].modifiable = true
-  local job = api.nvim_buf_call(buf, function()
-    if vim.fn.has('nvim-0.11') == 1 then
-      job_opts.term = true
-      return vim.fn.jobstart(cmd, job_opts)
-    end
-    return vim.fn.termopen(cmd, job_opts)
-  end)
-  if job <= 0 then return failed(claude, 'cannot run ' .. exe) end
-  claude.job = job
-  vim.bo[buf].bufhidden = 'hide'  -- a hidden Claude keeps running
-  names().refresh()
-  names().watch()
-  if api.nvim_get_current_buf() == buf then vim.cmd('startinsert') end
+  launch(claude, cmd, info.claude.env, exe)
 end
 
 --- The arguments for a claude the user starts with `args`: opts.claude's (its args, and its
@@ -253,18 +278,61 @@ function M.user_args(args)
   return vim.list_extend(all, args)
 end
 
--- A new Claude, in the Claude window `win` (the one it showed keeps running) or a new one.
-local function start(args, win)
+-- A Claude terminal buffer numbered `n` (not shown yet), which becomes the current Claude.
+local function new_claude(n, started)
   local buf = api.nvim_create_buf(false, true)
-  place(buf, win)
-  local claude = { n = free_number(), buf = buf, started = os.time() }
+  local claude = { n = n, buf = buf, started = started or os.time() }
   vim.bo[buf].modifiable = false  -- until claude runs in it
-  vim.b[buf].claude_nvim_terminal = claude.n
+  vim.b[buf].claude_nvim_terminal = n
   vim.bo[buf].filetype = 'claude_nvim'  -- for the user's keymaps and statuslines (FileType)
   claudes[#claudes + 1], current = claude, claude
   api.nvim_create_autocmd({ 'BufEnter', 'WinEnter' }, { buffer = buf, callback = function()
     if is_claude(buf) then current = claude end
   end })
+  -- A held Claude whose buffer the user wipes (:bwipeout!) ends with it, as one not held
+  -- does; quitting Neovim leaves it running.
+  api.nvim_create_autocmd('BufWipeout', { buffer = buf, once = true, callback = function()
+    if claude.sock and claude.job and not (claude.stopping or claude.ended)
+        and vim.v.exiting == vim.NIL then
+      held().stop(claude.sock)
+    end
+  end })
+  return claude
+end
+
+-- The project's Claudes that run under holders and have no terminal here (started by a Neovim
+-- that quit): a terminal attached to each, hidden, with the number and name they had.
+---@return boolean adopted whether it found any
+local function adopt()
+  if not held().enabled() then return false end
+  local adopted = false
+  local here = {}
+  for _, claude in ipairs(running()) do
+    if claude.sock then here[claude.sock] = true end
+  end
+  for _, holder in ipairs(held().holders()) do
+    if not here[holder.sock] then
+      local claude = new_claude(holder.n, math.floor(holder.started))
+      claude.sock = holder.sock
+      vim.b[claude.buf].claude_nvim_pid = holder.holder  -- claude descends from it
+      if holder.name then vim.b[claude.buf].claude_nvim_name = holder.name end
+      claude.kept_name = holder.name
+      adopted = true
+      local cmd, why = held().attach_command(holder.sock)
+      if not cmd then
+        failed(claude, why)
+        return adopted
+      end
+      launch(claude, cmd, nil, 'claude-nvim hold')
+    end
+  end
+  return adopted
+end
+
+-- A new Claude, in the Claude window `win` (the one it showed keeps running) or a new one.
+local function start(args, win)
+  local claude = new_claude(free_number())
+  place(claude.buf, win)
   -- At once: its connection waits for a server still starting (claude_nvim.activate).
   require('claude_nvim').when_listening(function(info) run(claude, info, args) end,
     function(why) failed(claude, why) end)
@@ -305,6 +373,7 @@ end
 --- Open (start or show) the current Claude terminal, focused and in Terminal mode.
 ---@param args string[] for claude, when it starts
 function M.open(args)
+  adopt()
   if not M.running() then return start(args or {}) end
   go(current)
 end
@@ -312,6 +381,7 @@ end
 --- :ClaudeNvim [args]: show the current Claude (starting claude the first time), or hide it.
 ---@param args string[]
 function M.toggle(args)
+  adopt()
   local remote = require('claude_nvim.remote')
   if args and remote.is_target(args[1]) then  -- :ClaudeNvim ssh://host/path: Claudes there
     return remote.switch(args[1], function() M.open(vim.list_slice(args, 2)) end)
@@ -329,6 +399,7 @@ end
 --- running) or a new one.
 ---@param args string[]
 function M.new(args)
+  adopt()
   start(args or {}, M.running() and claude_window() or nil)
 end
 
@@ -336,6 +407,7 @@ end
 --- neither and several Claudes, the one picked (claude_nvim.claudes' picker).
 ---@param n? string a number, or 'next'
 function M.switch(n)
+  adopt()
   local all = running()
   if #all == 0 then return tell('no Claude runs: :ClaudeNvim starts one', 'WARN') end
   if n == nil and #all > 1 then return names().pick() end
@@ -370,14 +442,62 @@ end
 --- it is named by its title again.
 ---@param name string '' for its title
 function M.rename(name)
+  adopt()
   if not M.running() then return tell('no Claude runs: :ClaudeNvim starts one', 'WARN') end
   name = name and vim.trim((name:gsub('%c', ' '))) or ''
   vim.b[current.buf].claude_nvim_name = name ~= '' and name or nil
+  M.keep_names()
   names().refresh()
 end
 
+--- Each held Claude's name, told to its holder until it has it (for the next Neovim); its
+--- holder may not listen yet when the user names it (claude_nvim.claudes' timer calls this).
+function M.keep_names()
+  for _, claude in ipairs(running()) do
+    local name = vim.b[claude.buf].claude_nvim_name or ''
+    if claude.sock and claude.job and (claude.kept_name or '') ~= name and not claude.naming then
+      claude.naming = true
+      held().name(claude.sock, name, function(ok)
+        claude.naming = nil
+        if ok then claude.kept_name = name end
+      end)
+    end
+  end
+end
+
+--- :ClaudeNvimStop[!]: end the current Claude; with `all`, all of them (under holders: all of
+--- this project's, those open in another Neovim too).
+---@param all boolean
+function M.stop(all)
+  adopt()
+  if all and held().enabled() then
+    for _, holder in ipairs(held().holders()) do held().stop(holder.sock) end
+  end
+  if not M.running() then
+    if not all then tell('no Claude runs', 'WARN') end
+    return
+  end
+  for _, claude in ipairs(all and vim.list_slice(running()) or { current }) do
+    claude.stopping = true  -- its buffer goes, whatever its code
+    if claude.sock and claude.job then
+      held().stop(claude.sock)
+    elseif claude.job then
+      vim.fn.jobstop(claude.job)
+    else  -- waiting for its server
+      forget(claude)
+      pcall(api.nvim_buf_delete, claude.buf, { force = true })
+    end
+  end
+end
+
+--- Attach terminals to this project's Claudes that outlived a Neovim (at start-up, and at the
+--- commands that show a Claude); true when it found any (then they need the server).
+---@return boolean
+function M.adopt() return adopt() end
+
 --- :ClaudeNvimFocus: to the current Claude (opening it if hidden), or from it back.
 function M.focus()
+  adopt()
   local win = M.running() and window_of(current)
   if win and win == api.nvim_get_current_win() then return back() end
   M.open({})

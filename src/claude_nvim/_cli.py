@@ -157,6 +157,25 @@ def _parser() -> argparse.ArgumentParser:
     doctor.add_argument("--json", action="store_true",
                         help="the checks as JSON, for programs (the Neovim plugin's :checkhealth)")
 
+    hold = sub.add_parser(
+        "hold", parents=[logging_options],
+        help="run claude in a holder that outlives this terminal, and attach to it",
+        description="Run COMMAND (claude) in a pseudo-terminal held by a process of its own, "
+                    "which outlives this terminal (a Neovim's), serving it on "
+                    "claude-N.sock in the project's directory; relay this terminal to it. "
+                    "The holder ends when COMMAND does. With --attach, attach to a running one "
+                    "(its recent output replayed first).",
+        usage="claude-nvim hold [-h] [--number N] [--name NAME] [--project DIR] -- COMMAND ...\n"
+              "       claude-nvim hold --attach SOCK")
+    hold.set_defaults(command="hold")
+    hold.add_argument("--attach", metavar="SOCK", help="attach to the holder at SOCK")
+    hold.add_argument("--number", type=int, default=1,
+                      help="the Claude's number: claude-N.sock and claude-N.json (default 1)")
+    hold.add_argument("--name", help="the user's name for this Claude (kept in its JSON)")
+    hold.add_argument("--project", metavar="DIR",
+                      help="the project whose directory holds it (default: this directory)")
+    hold.add_argument("argv", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+
     tools = sub.add_parser(
         "tools", parents=[logging_options],
         help="list the tools and the plugins they come from")

@@ -10,18 +10,17 @@ The plugin's half is ``lua/claude_nvim/linger.lua``.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
 import secrets
-import stat
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import trio
 
 from ._lockfile import pid_alive
+from ._project import key, project_dir, root
 
 log = logging.getLogger(__name__)
 
@@ -36,43 +35,14 @@ Request = tuple[str, Callable[[dict[str, object]], Awaitable[None]]]
 """A Neovim's address, and how to answer the one who asked."""
 
 
-def _root() -> Path:
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime and os.path.isdir(runtime):
-        return Path(runtime) / "claude-nvim"
-    return Path(os.environ.get("TMPDIR") or "/tmp") / f"claude-nvim-{os.getuid()}"
-
-
-def _private_dir(path: Path) -> Path:
-    with contextlib.suppress(FileExistsError):
-        path.mkdir(mode=0o700)
-    info = os.lstat(path)
-    if (not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid()
-            or stat.S_IMODE(info.st_mode) & 0o077):
-        raise PermissionError(f"{path} is not a private directory of yours")
-    return path
-
-
-def _key(cwd: str) -> str:
-    return hashlib.sha256(os.path.realpath(cwd).encode()).hexdigest()[:16]
-
-
-def project_dir(cwd: str) -> Path:
-    """This project's private directory (made if need be): docs/architecture.md, "Lifecycle".
-
-    A stand-in for ``_project.project_dir`` of the ``hold`` branch, computing the same path.
-    """
-    return _private_dir(_private_dir(_root()) / _key(cwd))
-
-
 def holders_alive(cwd: str) -> bool:
     """Whether a held Claude of the project lives (a ``claude-<n>.json`` naming a live pid)."""
-    for path in (_root() / _key(cwd)).glob("claude-*.json"):
+    for path in (root() / key(cwd)).glob("claude-*.json"):
         try:
             record = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        pid = record.get("pid") if isinstance(record, dict) else None
+        pid = record.get("holder") if isinstance(record, dict) else None
         if isinstance(pid, int) and pid_alive(pid):
             return True
     return False

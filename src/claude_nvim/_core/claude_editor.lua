@@ -70,7 +70,8 @@ if why then return why end
 local function terminal_of(pid)  -- the terminal buffer whose job is pid or an ancestor of it
   local jobs = {}
   for _, buf in ipairs(api.nvim_list_bufs()) do
-    local job = vim.bo[buf].buftype == 'terminal' and vim.b[buf].terminal_job_pid
+    local job = vim.bo[buf].buftype == 'terminal'
+      and (vim.b[buf].claude_nvim_pid or vim.b[buf].terminal_job_pid)  -- a held one: its holder
     if job then jobs[job] = buf end
   end
   for _ = 1, 32 do

@@ -565,7 +565,9 @@ end
 function M.terminals()
   local found = {}
   for _, buf in ipairs(api.nvim_list_bufs()) do
-    local pid = vim.bo[buf].buftype == 'terminal' and vim.b[buf].terminal_job_pid
+    -- (A held Claude descends from its holder: claude_nvim_pid, set by the Neovim plugin.)
+    local pid = vim.bo[buf].buftype == 'terminal'
+      and (vim.b[buf].claude_nvim_pid or vim.b[buf].terminal_job_pid)
     local chan = pid and vim.bo[buf].channel or 0
     if chan > 0 and vim.fn.jobwait({ chan }, 0)[1] == -1 then  -- -1: still running
       local n = vim.b[buf].claude_nvim_terminal

@@ -1,0 +1,131 @@
+-- Claudes that outlive Neovim (opts.claude.outlive): each runs under a holder
+-- (`claude-nvim hold`, src/claude_nvim/_hold/) with its socket and its JSON file in the
+-- project's directory (claude_nvim.project); a Claude terminal is a client attached to one.
+-- This module knows the holders of this project and speaks to them; claude_nvim.terminal
+-- makes the terminals.
+local uv = vim.uv or vim.loop
+local M = {}
+
+local project = nil  -- the project's working directory, fixed when first needed
+
+--- Whether Claudes run under holders: opts.claude.outlive, on a system with Unix sockets.
+---@return boolean
+function M.enabled()
+  local opts = require('claude_nvim').config.claude or {}
+  return opts.outlive ~= false and vim.fn.has('unix') == 1
+end
+
+--- The project's working directory (Neovim's, when the plugin first needed it) and the
+--- holders' directory; nil and why when that directory is not ours alone.
+---@return string|nil dir
+---@return string cwd_or_why
+function M.dir()
+  project = project or vim.fn.getcwd()
+  local dir, why = require('claude_nvim.project').dir(project)
+  if not dir then return nil, why or '?' end
+  return dir, project
+end
+
+local MAX_RECORD = 64 * 1024
+
+local function read_record(path)
+  local file = io.open(path, 'r')
+  if not file then return nil end
+  local text = file:read(MAX_RECORD)
+  file:close()
+  local ok, record = pcall(vim.json.decode, text or '')
+  return ok and type(record) == 'table' and record or nil
+end
+
+local function alive(pid)
+  return type(pid) == 'number' and pid > 1 and uv.kill(pid, 0) == 0
+end
+
+---@class claude_nvim.Holder
+---@field n integer its Claude's number
+---@field sock string its socket
+---@field holder integer its pid
+---@field claude integer|nil claude's pid
+---@field name string|nil the user's name for that Claude
+---@field started number when it started (seconds since the epoch)
+
+--- The live holders of this project, by number.
+---@return claude_nvim.Holder[]
+function M.holders()
+  local dir = M.dir()
+  local handle = dir and uv.fs_scandir(dir)
+  local found = {}
+  while handle do
+    local name = uv.fs_scandir_next(handle)
+    if not name then break end
+    local n = name:match('^claude%-(%d+)%.json$')
+    local record = n and read_record(dir .. '/' .. name)
+    if record and alive(record.holder) then
+      found[#found + 1] = { n = tonumber(n), sock = dir .. '/claude-' .. n .. '.sock',
+        holder = record.holder, claude = tonumber(record.claude),
+        name = type(record.name) == 'string' and record.name or nil,
+        started = tonumber(record.started) or os.time() }
+    end
+  end
+  table.sort(found, function(a, b) return a.n < b.n end)
+  return found
+end
+
+--- The command of a terminal that starts `argv` (claude and its arguments) as Claude `n`
+--- under a new holder; nil and why when there is no claude-nvim to run.
+---@param n integer
+---@param argv string[]
+---@return string[]|nil
+---@return string|nil why
+function M.start_command(n, argv)
+  local cmd, why = require('claude_nvim').command()
+  local _, cwd = M.dir()
+  if not cmd then return nil, why end
+  return vim.list_extend(cmd, vim.list_extend(
+    { 'hold', '--number', tostring(n), '--project', cwd, '--' }, argv))
+end
+
+--- The command of a terminal attached to the holder at `sock`.
+---@param sock string
+---@return string[]|nil
+---@return string|nil why
+function M.attach_command(sock)
+  local cmd, why = require('claude_nvim').command()
+  if not cmd then return nil, why end
+  return vim.list_extend(cmd, { 'hold', '--attach', sock })
+end
+
+-- A frame of the holder's wire (src/claude_nvim/_hold/protocol.py): its kind, its length in
+-- four bytes (big-endian), its payload.
+local function frame(kind, payload)
+  local n = #payload
+  return kind .. string.char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256,
+    math.floor(n / 256) % 256, n % 256) .. payload
+end
+
+-- Send the holder at `sock` one frame, without waiting for it; then `done(ok)`, in the loop.
+local function tell_holder(sock, kind, payload, done)
+  local pipe = uv.new_pipe(false)
+  local function over(ok)
+    pipe:close()
+    if done then vim.schedule(function() done(ok) end) end
+  end
+  pipe:connect(sock, function(err)
+    if err then return over(false) end
+    pipe:write(frame(kind, payload), function(failed) over(not failed) end)
+  end)
+end
+
+--- The user named the Claude of the holder at `sock` `name` ('' for none): kept in its
+--- JSON file, for the next Neovim; then `done(ok)`.
+---@param sock string
+---@param name string
+---@param done fun(ok: boolean)
+function M.name(sock, name, done) tell_holder(sock, 'N', name, done) end
+
+--- End the Claude of the holder at `sock` (it hangs up claude, as a closed terminal would;
+--- the holder ends with it).
+---@param sock string
+function M.stop(sock) tell_holder(sock, 'K', '') end
+
+return M

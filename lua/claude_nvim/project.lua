@@ -1,0 +1,43 @@
+-- The per-project directory, as src/claude_nvim/_project.py makes it (its one description is
+-- there): <root>/<first 16 hex of sha256(realpath(cwd))>, both 0700 and ours alone.
+local uv = vim.uv or vim.loop
+local M = {}
+
+local function root()
+  local runtime = vim.env.XDG_RUNTIME_DIR
+  if runtime and runtime ~= '' and vim.fn.isdirectory(runtime) == 1 then
+    return runtime:gsub('/+$', '') .. '/claude-nvim'  -- as Python's Path has it
+  end
+  local tmp = vim.env.TMPDIR
+  tmp = (tmp and tmp ~= '') and tmp:gsub('/+$', '') or '/tmp'
+  return tmp .. '/claude-nvim-' .. uv.getuid()
+end
+
+-- `path` made (0700) if need be; nil and why if it is not a directory of ours alone.
+local function own_dir(path)
+  uv.fs_mkdir(path, tonumber('700', 8))
+  local info = uv.fs_lstat(path)
+  if not info or info.type ~= 'directory' then
+    return nil, path .. ' is not a directory (a symlink?)'
+  end
+  if info.uid ~= uv.getuid() then return nil, path .. ' belongs to uid ' .. info.uid end
+  if info.mode % 64 ~= 0 then  -- group or other bits
+    return nil, path .. (' is open to others (mode %o)'):format(info.mode % 512)
+  end
+  return path
+end
+
+--- The directory of the project at `cwd` (default: Neovim's working directory), made if need
+--- be; nil and why when it or its root is not this user's alone.
+---@param cwd? string
+---@return string|nil dir
+---@return string|nil why
+function M.dir(cwd)
+  cwd = cwd or vim.fn.getcwd()
+  local top, why = own_dir(root())
+  if not top then return nil, why end
+  local real = uv.fs_realpath(cwd) or cwd
+  return own_dir(top .. '/' .. vim.fn.sha256(real):sub(1, 16))
+end
+
+return M

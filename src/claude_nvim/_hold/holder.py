@@ -1,0 +1,336 @@
+"""The holder: claude in a pseudo-terminal of its own, served on a Unix socket.
+
+It runs in a session of its own (so that Neovim's terminal closing does not hang it up) and
+serves one attached client at a time: what claude writes goes to the ring and to that client;
+what the client types goes to claude, and its window size is claude's. Memory is bounded: the
+ring, at most ``BEHIND`` bytes waiting for a slow client (then claude's output is not read,
+and claude waits, as it would for a slow terminal), frames of at most a MiB.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import pty
+import selectors
+import signal
+import socket
+import struct
+import termios
+import time
+from pathlib import Path
+from typing import Any
+
+from . import protocol as p
+
+RING_BYTES = 1 << 20
+BEHIND = 256 * 1024
+MAX_CONNECTIONS = 8
+NUDGE_SECONDS = 0.2
+"""After a replay at claude's own size, the window is one column narrower this long: a real
+change of size, so that claude draws its screen again (node reports only changes)."""
+
+
+def bind(path: Path) -> socket.socket:
+    """The holder's listening socket at ``path`` (0600); FileExistsError if a holder listens
+    there already. A socket no one listens on (its holder was killed) is replaced."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_umask = os.umask(0o177)
+    try:
+        try:
+            listener.bind(str(path))
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+                try:
+                    probe.connect(str(path))
+                except (ConnectionRefusedError, FileNotFoundError):
+                    path.unlink(missing_ok=True)
+                    listener.bind(str(path))
+                else:
+                    raise FileExistsError(f"{path} is served by a live holder") from None
+    except BaseException:
+        listener.close()
+        raise
+    finally:
+        os.umask(old_umask)
+    listener.listen(MAX_CONNECTIONS)
+    return listener
+
+
+def write_json(path: Path, record: dict[str, Any]) -> None:
+    """``record`` as ``path``, whole or not at all (0600)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        json.dump(record, out)
+    os.replace(tmp, path)
+
+
+def set_window(fd: int, rows: int, cols: int) -> None:
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+
+class Connection:
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.reader = p.Reader()
+        self.out = bytearray()
+        self.pid = 0
+        with contextlib.suppress(OSError):
+            self.pid, _, _ = struct.unpack("3i", sock.getsockopt(
+                socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+
+    def alive(self) -> bool:
+        """Whether its other end is still there (a dead client's end reads as closed)."""
+        try:
+            return self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) != b""
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+
+
+class Holder:
+    def __init__(self, listener: socket.socket, record_path: Path, record: dict[str, Any],
+                 argv: list[str], size: tuple[int, int]) -> None:
+        self.listener = listener
+        self.record_path = record_path
+        self.record = record
+        self.ring = p.Ring(RING_BYTES)
+        self.size = size
+        self.attached: Connection | None = None
+        self.connections: list[Connection] = []
+        self.selector = selectors.DefaultSelector()
+        self.typing = bytearray()  # typed, not yet read by claude's terminal
+        self.claude_open = True  # claude's terminal: until it reads as closed
+        self.nudge_at: float | None = None
+        self.status: int | None = None
+        self.stops = 0
+        self.attaches = 0  # the first client is the one that started it: no replay to redraw
+        self.pid, self.master = pty.fork()
+        if self.pid == 0:  # claude
+            try:
+                os.execvp(argv[0], argv)
+            except OSError as exc:
+                os.write(2, f"claude-nvim: cannot run {argv[0]}: {exc.strerror}\r\n".encode())
+            os._exit(127)
+        set_window(self.master, *size)
+        os.set_blocking(self.master, False)
+        record.update(claude=self.pid)
+        write_json(record_path, record)
+
+    def run(self) -> int:
+        """Serve until claude exits; its status."""
+        wake_r, wake_w = os.pipe()
+        for fd in (wake_r, wake_w):
+            os.set_blocking(fd, False)
+        signal.set_wakeup_fd(wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.signal(signal.SIGTERM, lambda *_: self.stop())
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        self.selector.register(wake_r, selectors.EVENT_READ, "wake")
+        self.selector.register(self.listener, selectors.EVENT_READ, "listener")
+        try:
+            while True:
+                self.reap()
+                if self.status is not None:
+                    break
+                self.interest()
+                now = time.monotonic()
+                timeout = None if self.nudge_at is None else max(0.0, self.nudge_at - now)
+                for key, events in self.selector.select(timeout):
+                    if key.data == "wake":
+                        with contextlib.suppress(BlockingIOError):
+                            os.read(wake_r, 4096)
+                    elif key.data == "listener":
+                        self.accept()
+                    elif key.data == "master":
+                        self.claude_events(events)
+                    elif key.data in self.connections:
+                        self.serve(key.data, events)
+                if self.nudge_at is not None and time.monotonic() >= self.nudge_at:
+                    self.nudge_at = None
+                    set_window(self.master, *self.size)
+            self.finish()
+        finally:
+            self.record_path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                os.unlink(self.listener.getsockname())
+        return self.status
+
+    def interest(self) -> None:
+        """What to wait for: claude's output unless the client is too far behind, the
+        client's input unless claude's terminal has not read what it typed before."""
+        behind = self.attached is not None and len(self.attached.out) >= BEHIND
+        self._want(self.master, (selectors.EVENT_READ if self.claude_open and not behind else 0)
+                   | (selectors.EVENT_WRITE if self.typing else 0), "master")
+        for connection in self.connections:
+            reading = not (connection is self.attached and len(self.typing) >= BEHIND)
+            self._want(connection.sock, (selectors.EVENT_READ if reading else 0)
+                       | (selectors.EVENT_WRITE if connection.out else 0), connection)
+
+    def _want(self, fileobj: Any, events: int, data: Any) -> None:
+        registered = fileobj in self.selector.get_map()
+        if not events:
+            if registered:
+                self.selector.unregister(fileobj)
+        elif registered:
+            self.selector.modify(fileobj, events, data)
+        else:
+            self.selector.register(fileobj, events, data)
+
+    def stop(self) -> None:
+        """End claude: hung up as a closed terminal would; killed the third time."""
+        self.stops += 1
+        with contextlib.suppress(OSError):
+            os.killpg(self.pid, signal.SIGKILL if self.stops >= 3 else signal.SIGHUP)
+
+    def reap(self) -> None:
+        with contextlib.suppress(ChildProcessError):
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid == self.pid:
+                self.status = p.exit_status(status)
+
+    def finish(self) -> None:
+        """claude exited: what it wrote last, then its status, to the client."""
+        with contextlib.suppress(OSError):
+            while self.claude_open and (data := os.read(self.master, 65536)):
+                self._output(data)
+        client = self.attached
+        if client is not None:
+            client.out += p.frame(p.EXIT, str(self.status).encode())
+            client.sock.settimeout(5)
+            with contextlib.suppress(OSError):
+                client.sock.sendall(client.out)
+        os.close(self.master)
+
+    def accept(self) -> None:
+        try:
+            sock, _ = self.listener.accept()
+        except OSError:
+            return
+        if len(self.connections) >= MAX_CONNECTIONS:
+            sock.close()
+            return
+        sock.setblocking(False)
+        self.connections.append(Connection(sock))
+
+    def drop(self, connection: Connection) -> None:
+        if connection not in self.connections:
+            return
+        self.connections.remove(connection)
+        with contextlib.suppress(KeyError, ValueError):
+            self.selector.unregister(connection.sock)
+        connection.sock.close()
+        if connection is self.attached:
+            self.attached = None
+            self.typing.clear()
+            self.record.update(attached=None)
+            write_json(self.record_path, self.record)
+
+    def claude_events(self, events: int) -> None:
+        if events & selectors.EVENT_WRITE and self.typing:
+            try:
+                del self.typing[:os.write(self.master, self.typing)]
+            except BlockingIOError:
+                pass
+            except OSError:
+                self.typing.clear()
+        if not events & selectors.EVENT_READ:
+            return
+        try:
+            data = os.read(self.master, 65536)
+        except BlockingIOError:
+            return
+        except OSError:  # EIO: no one has claude's terminal open any more
+            data = b""
+        if not data:
+            self.claude_open = False
+            return
+        self._output(data)
+
+    def _output(self, data: bytes) -> None:
+        self.ring.write(data)
+        client = self.attached
+        if client is not None:
+            client.out += p.frame(p.OUTPUT, data)
+
+    def serve(self, connection: Connection, events: int) -> None:
+        if events & selectors.EVENT_WRITE:
+            try:
+                del connection.out[:connection.sock.send(connection.out)]
+            except BlockingIOError:
+                pass
+            except OSError:
+                return self.drop(connection)
+        if not events & selectors.EVENT_READ:
+            return
+        try:
+            data = connection.sock.recv(65536)
+            messages = connection.reader.feed(data) if data else None
+        except BlockingIOError:
+            return
+        except (OSError, p.ProtocolError):
+            messages = None
+        if messages is None:
+            return self.drop(connection)
+        for kind, payload in messages:
+            try:
+                self.handle(connection, kind, payload)
+            except (p.ProtocolError, UnicodeDecodeError):
+                return self.drop(connection)
+
+    def handle(self, connection: Connection, kind: bytes, payload: bytes) -> None:
+        if kind == p.ATTACH:
+            other = self.attached
+            if other is not None and other is not connection and other.alive():
+                connection.out += p.frame(p.REFUSED, (
+                    f"Claude {self.record.get('number')} is open in another Neovim (its "
+                    f"terminal's pid: {other.pid})").encode())
+                connection.sock.settimeout(1)
+                with contextlib.suppress(OSError):
+                    connection.sock.sendall(connection.out)
+                return self.drop(connection)
+            if other is not None and other is not connection:
+                self.drop(other)
+            self.attached = connection
+            self.attaches += 1
+            self.record.update(attached=connection.pid)
+            write_json(self.record_path, self.record)
+            size = p.read_window(payload)
+            nudge = size == self.size and self.attaches > 1
+            connection.out += p.frames(p.OUTPUT, self.ring.contents())
+            if nudge:  # a real change of size, then back: claude draws its screen again
+                set_window(self.master, size[0], max(1, size[1] - 1))
+                self.nudge_at = time.monotonic() + NUDGE_SECONDS
+            self._resize(size)
+        elif kind == p.INPUT and connection is self.attached:
+            self.typing += payload
+        elif kind == p.SIZE and connection is self.attached:
+            self._resize(p.read_window(payload))
+        elif kind == p.NAME:
+            name = payload.decode().strip()
+            self.record.update(name=name[:1024] or None)
+            write_json(self.record_path, self.record)
+        elif kind == p.STOP:
+            self.stop()
+
+    def _resize(self, size: tuple[int, int]) -> None:
+        self.size = size
+        if self.nudge_at is None:
+            set_window(self.master, *size)
+
+
+def daemonise() -> None:
+    """This process, a session of its own, with no terminal: Neovim's quitting leaves it."""
+    os.setsid()
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    if null > 2:
+        os.close(null)

@@ -1,0 +1,361 @@
+"""Claudes that outlive Neovim: the project's directory (Python and Lua agree, a root that is
+not ours alone is refused), the holder's wire, and ``claude-nvim hold`` in a real terminal."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import trio
+
+from claude_nvim._errors import EditorGone
+from claude_nvim._hold import protocol as p
+from claude_nvim._nvim.headless import find_nvim, headless_nvim
+from claude_nvim._project import UnsafeDirectory, project_dir
+from claude_nvim.testing import attached_editor
+from helpers import WAIT, eventually
+from plugin_kit import claudes_started, end_holders, plugin_args, private_runtime
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def lua_project_dir(cwd: Path, env: dict[str, str]) -> str:
+    """What lua/claude_nvim/project.lua says, in a real Neovim: the path, or 'nil: why'."""
+    script = ("local dir, why = require('claude_nvim.project').dir(_G.arg[1]) "
+              "io.stdout:write(dir or ('nil: ' .. why))")
+    chunk = cwd.parent / "project.lua"
+    chunk.write_text(script)
+    done = subprocess.run(
+        [find_nvim(), "--clean", "--headless", "--cmd", f"set rtp^={ROOT}",
+         "-l", str(chunk), str(cwd)], capture_output=True, text=True, env=env, timeout=60,
+        check=False)
+    return done.stdout or done.stderr
+
+
+@pytest.fixture
+def runtime(tmp_path, monkeypatch) -> Path:
+    run = tmp_path / "run"
+    run.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(run))
+    return run
+
+
+def test_python_and_lua_agree_on_the_project_directory(tmp_path, runtime, monkeypatch):
+    project = tmp_path / "project"
+    (project / "sub").mkdir(parents=True)
+    link = tmp_path / "link"
+    link.symlink_to(project)
+    made = project_dir(str(link))  # the real path is what counts
+    assert made.parent == runtime / "claude-nvim"
+    assert made == project_dir(str(project)) != project_dir(str(project / "sub"))
+    assert lua_project_dir(link, dict(os.environ)) == str(made)
+    assert (made.stat().st_mode & 0o777, made.parent.stat().st_mode & 0o777) == (0o700, 0o700)
+    # Without XDG_RUNTIME_DIR: $TMPDIR/claude-nvim-<uid>, the same in both.
+    monkeypatch.delenv("XDG_RUNTIME_DIR")
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    fallback = project_dir(str(project))
+    assert fallback.parent == tmp_path / f"claude-nvim-{os.getuid()}"
+    assert lua_project_dir(project, dict(os.environ)) == str(fallback)
+
+
+@pytest.mark.parametrize("how", ["symlink", "group bits", "other owner"])
+def test_a_root_that_is_not_ours_alone_is_refused(tmp_path, runtime, how):
+    root = runtime / "claude-nvim"
+    if how == "symlink":
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir(mode=0o700)
+        root.symlink_to(elsewhere)
+    else:
+        root.mkdir(mode=0o700)
+        if how == "group bits":
+            root.chmod(0o770)
+        elif os.getuid() != 0:
+            pytest.skip("only root can give a directory to another user")
+        else:
+            os.chown(root, 12345, 12345)
+    with pytest.raises(UnsafeDirectory):
+        project_dir(str(tmp_path))
+    assert lua_project_dir(tmp_path, dict(os.environ)).startswith("nil: ")
+    assert list(root.iterdir()) == []  # nothing made in it
+
+
+def test_frames_come_out_as_they_went_in_whatever_the_cuts():
+    stream = p.frame(p.ATTACH, p.window(40, 120)) + p.frame(p.INPUT, b"hi") + p.frame(p.STOP)
+    for cut in range(len(stream) + 1):
+        reader = p.Reader()
+        got = reader.feed(stream[:cut]) + reader.feed(stream[cut:])
+        assert got == [(p.ATTACH, p.window(40, 120)), (p.INPUT, b"hi"), (p.STOP, b"")]
+    assert p.read_window(got[0][1]) == (40, 120)
+    with pytest.raises(p.ProtocolError):
+        p.Reader().feed(b"Z\0\0\0\0")
+    with pytest.raises(p.ProtocolError):
+        p.Reader(limit=10).feed(p.frame(p.INPUT, b"x" * 11))
+
+
+def test_the_ring_keeps_the_last_bytes_and_no_more():
+    ring = p.Ring(10)
+    for chunk in (b"0123", b"4567", b"89ab", b"", b"cdefghijklmnop"):
+        ring.write(chunk)
+    assert ring.contents() == b"ghijklmnop"
+    ring.write(b"q")
+    assert ring.contents() == b"hijklmnopq"
+    assert sum(map(len, ring._chunks)) == 10
+
+
+# Claudes in real terminals of real headless Neovims, through `claude-nvim hold`.
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, ended but not yet reaped, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+async def until(condition, what: str) -> None:
+    with trio.fail_after(WAIT):
+        while not condition():
+            await trio.sleep(0.02)
+
+
+@contextlib.asynccontextmanager
+async def neovim(cwd: Path, **opts):
+    """A plugin Neovim in ``cwd`` with a UI, and its process (for :qa! and kill -9)."""
+    with headless_nvim(cwd=cwd, args=plugin_args(**opts)) as (address, process):
+        try:
+            async with attached_editor(address) as nvim:
+                await nvim.request("nvim_ui_attach", 120, 40, {"ext_linegrid": True})
+                nvim.process = process
+                yield nvim
+        except* EditorGone:
+            if process.poll() is None:  # gone, yet not quit by the test
+                raise
+
+
+# The Claude terminals of this Neovim: number, label, pid of the holder it names (adopted
+# ones), its text, whether its job runs.
+TERMINALS = """local out = {}
+for _, c in ipairs(require('claude_nvim.terminal').list()) do
+  out[#out + 1] = { n = c.n, job = c.job, label = vim.b[c.buf].claude_nvim_label or '',
+    text = table.concat(vim.api.nvim_buf_get_lines(c.buf, 0, -1, false), '\\n') }
+end
+return out"""
+
+
+async def terminals(nvim) -> list[dict]:
+    return await nvim.exec_lua(TERMINALS)
+
+
+async def type_into(nvim, n: int, text: str) -> None:
+    await nvim.exec_lua("for _, c in ipairs(require('claude_nvim.terminal').list()) do "
+                        "if c.n == ... then vim.api.nvim_chan_send(c.job, select(2, ...)) end "
+                        "end", n, text)
+
+
+def records(runtime: Path) -> dict[int, dict]:
+    found = {}
+    for path in runtime.glob("claude-nvim/*/claude-*.json"):
+        with contextlib.suppress(OSError, ValueError):
+            record = json.loads(path.read_text())
+            found[record["number"]] = record
+    return found
+
+
+async def quit_neovim(nvim, how: str) -> None:
+    if how == "kill -9":
+        nvim.process.kill()
+    else:
+        await nvim.exec_lua("vim.schedule(function() vim.cmd('qa!') end)")
+    await trio.to_thread.run_sync(nvim.process.wait)
+
+
+@pytest.mark.parametrize("how", [":qa!", "kill -9"])
+async def test_claudes_outlive_neovim_and_the_next_one_finds_them(claude_dir, how):
+    runtime = Path(os.environ["XDG_RUNTIME_DIR"])
+    async with neovim(claude_dir) as user:
+        await user.request("nvim_command", "ClaudeNvim")
+        await user.request("nvim_input", "<C-\\><C-n>")
+        await user.request("nvim_command", "ClaudeNvimNew")
+        await user.request("nvim_command", "ClaudeNvimRename the parser")
+        started = {c["pid"] for c in await claudes_started(claude_dir, 2)}
+        await until(lambda: len(records(runtime)) == 2, "two holders")
+        await type_into(user, 1, "marker-one\r")  # the terminal echoes it: on Claude 1's screen
+        await eventually(user, "for _, c in ipairs(require('claude_nvim.terminal').list()) do "
+                               "if c.n == 1 and table.concat(vim.api.nvim_buf_get_lines(c.buf, "
+                               "0, -1, false)):find('marker-one', 1, true) then return true end "
+                               "end")
+        await until(lambda: records(runtime)[2]["name"] == "the parser", "the name kept")
+        await quit_neovim(user, how)
+    held = records(runtime)
+    assert {held[1]["claude"], held[2]["claude"]} == started
+    await until(lambda: all(r["attached"] is None for r in records(runtime).values()),
+                "the holders detached")
+    assert all(running(pid) for pid in started)
+
+    # Another project's Neovim does not see them.
+    other = claude_dir / "other"
+    other.mkdir()
+    async with neovim(other) as stranger:
+        await stranger.request("nvim_command", "ClaudeNvimSwitch")
+        assert await terminals(stranger) == []
+
+    async with neovim(claude_dir) as user:  # the same project again: both found
+        await eventually(user, "return #require('claude_nvim.terminal').list() == 2 and "
+                               "vim.b[require('claude_nvim.terminal').list()[2].buf]"
+                               ".claude_nvim_label")
+        found = await terminals(user)
+        assert [(t["n"], t["label"]) for t in found] == [(1, "Claude 1"),
+                                                          (2, "Claude 2 · the parser")]
+        assert all(running(pid) for pid in started)  # the same claudes
+        assert len((claude_dir / "started.jsonl").read_text().splitlines()) == 2
+        # Claude 1's terminal shows what it showed before: the holder replayed it.
+        await eventually(user, "return require('claude_nvim.terminal').list()[1] and "
+                               "table.concat(vim.api.nvim_buf_get_lines(require("
+                               "'claude_nvim.terminal').list()[1].buf, 0, -1, false))"
+                               ":find('marker-one', 1, true)")
+        # /exit in Claude 1: its claude ends, and its holder with it, files and all.
+        holder = held[1]["holder"]
+        await type_into(user, 1, "exit\r")
+        await until(lambda: not running(holder) and 1 not in records(runtime), "holder 1 ends")
+        assert not Path(held[1]["socket"]).exists()
+        await eventually(user, "return #require('claude_nvim.terminal').list() == 1")
+        # :ClaudeNvimStop! ends the rest.
+        await user.request("nvim_command", "ClaudeNvimStop!")
+        await until(lambda: not any(running(pid) for pid in (*started, held[2]["holder"])),
+                    "all ended")
+        await until(lambda: records(runtime) == {}, "their files removed")
+        await eventually(user, "return #require('claude_nvim.terminal').list() == 0")
+
+
+async def test_with_outlive_false_claudes_end_with_neovim(claude_dir):
+    runtime = Path(os.environ["XDG_RUNTIME_DIR"])
+    async with neovim(claude_dir, claude={"outlive": False}) as user:
+        await user.request("nvim_command", "ClaudeNvim")
+        await user.request("nvim_input", "<C-\\><C-n>")
+        await user.request("nvim_command", "ClaudeNvimNew")
+        started = [c["pid"] for c in await claudes_started(claude_dir, 2)]
+        assert records(runtime) == {}
+        current = await user.exec_lua(  # Claude 2: its job is the stand-in itself
+            "return vim.fn.jobpid(require('claude_nvim.terminal').info().job)")
+        assert current in started
+        await user.request("nvim_command", "ClaudeNvimStop")
+        await until(lambda: not running(current), "Claude 2 stopped")
+        await eventually(user, "return #require('claude_nvim.terminal').list() == 1")
+        await quit_neovim(user, "kill -9")
+    await until(lambda: not any(map(running, started)), "the claudes end with Neovim")
+
+
+async def test_stop_ends_the_current_claude(claude_dir):
+    runtime = Path(os.environ["XDG_RUNTIME_DIR"])
+    async with neovim(claude_dir) as user:
+        await user.request("nvim_command", "ClaudeNvim")
+        (claude,) = await claudes_started(claude_dir, 1)
+        await until(lambda: len(records(runtime)) == 1, "its holder")
+        holder = records(runtime)[1]["holder"]
+        await user.request("nvim_input", "<C-\\><C-n>")
+        await user.request("nvim_command", "ClaudeNvimStop")
+        await until(lambda: not running(claude["pid"]) and not running(holder), "ended")
+        await eventually(user, "return #require('claude_nvim.terminal').list() == 0")
+        assert records(runtime) == {}
+
+
+async def test_wiping_a_held_claudes_buffer_ends_it(claude_dir):
+    runtime = Path(os.environ["XDG_RUNTIME_DIR"])
+    async with neovim(claude_dir) as user:
+        await user.request("nvim_command", "ClaudeNvim")
+        (claude,) = await claudes_started(claude_dir, 1)
+        await until(lambda: len(records(runtime)) == 1, "its holder")
+        holder = records(runtime)[1]["holder"]
+        await user.exec_lua("vim.api.nvim_buf_delete(require('claude_nvim.terminal')"
+                            ".list()[1].buf, { force = true })")
+        await until(lambda: not running(claude["pid"]) and not running(holder), "ended")
+        assert records(runtime) == {}
+
+
+async def test_a_second_neovim_of_the_project_leaves_the_first_its_claudes(claude_dir):
+    runtime = Path(os.environ["XDG_RUNTIME_DIR"])
+    async with neovim(claude_dir) as first:
+        await first.request("nvim_command", "ClaudeNvim")
+        (claude,) = await claudes_started(claude_dir, 1)
+        await until(lambda: records(runtime).get(1, {}).get("attached"), "attached")
+        attached = records(runtime)[1]["attached"]
+        async with neovim(claude_dir) as second:
+            await second.request("nvim_command", "ClaudeNvimSwitch")  # finds it; refused
+            await eventually(second, "return #require('claude_nvim.terminal').list() == 0 "
+                                     "and vim.api.nvim_exec2('messages', { output = true })"
+                                     ".output:find('open in another Neovim', 1, true)")
+            assert records(runtime)[1]["attached"] == attached
+        await type_into(first, 1, "still-here\r")  # the first one's terminal still works
+        await eventually(first, "return table.concat(vim.api.nvim_buf_get_lines(require("
+                                "'claude_nvim.terminal').list()[1].buf, 0, -1, false))"
+                                ":find('still-here', 1, true)")
+        assert running(claude["pid"])
+
+
+def read_until(fd: int, wanted: bytes) -> bytes:
+    """Read the pty ``fd`` until ``wanted`` shows (or WAIT passes)."""
+    got = b""
+    deadline = time.monotonic() + WAIT
+    while wanted not in got:
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            raise TimeoutError(f"no {wanted!r} in {got[-500:]!r}")
+        got += os.read(fd, 65536)
+    return got
+
+
+def test_a_holder_drops_what_is_not_its_wire_and_serves_on(tmp_path, monkeypatch):
+    with private_runtime(monkeypatch) as runtime:
+        master, slave = os.openpty()
+        client = subprocess.Popen(
+            [sys.executable, "-m", "claude_nvim", "hold", "--number", "4", "--project",
+             str(tmp_path), "--", "cat"], stdin=slave, stdout=slave, stderr=slave,
+            start_new_session=True)
+        os.close(slave)
+        try:
+            deadline = time.monotonic() + WAIT
+            while not records(runtime).get(4, {}).get("attached"):
+                assert time.monotonic() < deadline and client.poll() is None
+                time.sleep(0.02)
+            record = records(runtime)[4]
+            assert record["argv"] == ["cat"] and record["attached"] == client.pid
+            sock = record["socket"]
+            assert os.stat(sock).st_mode & 0o777 == 0o600
+            for garbage in (b"Z\0\0\0\0", p.HEADER.pack(p.INPUT, p.MAX_PAYLOAD + 1), b"\xff" * 64):
+                with socket.socket(socket.AF_UNIX) as intruder:
+                    intruder.connect(sock)
+                    intruder.sendall(garbage)
+                    intruder.settimeout(WAIT)
+                    assert intruder.recv(1) == b""  # dropped
+            # A second attach while the first is attached: refused, the first served on.
+            with socket.socket(socket.AF_UNIX) as second:
+                second.connect(sock)
+                second.sendall(p.frame(p.ATTACH, p.window(24, 80)))
+                second.settimeout(WAIT)
+                answer = p.Reader().feed(second.recv(4096))
+                assert answer[0][0] == p.REFUSED and b"another Neovim" in answer[0][1]
+            os.write(master, b"still served\r")
+            read_until(master, b"still served\r\n")  # cat's line, through the holder
+            os.write(master, b"\x04")  # cat ends: its holder too, and the client with its code
+            assert client.wait(WAIT) == 0
+            deadline = time.monotonic() + WAIT
+            while running(record["holder"]) or records(runtime):
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+            assert not os.path.exists(sock)
+        finally:
+            end_holders(runtime)
+            if client.poll() is None:
+                os.killpg(client.pid, signal.SIGKILL)
+            client.wait()
+            os.close(master)
