@@ -26,7 +26,7 @@ local uv = vim.uv or vim.loop
 ---@class claude_nvim.ClaudeOpts
 ---@field permission_mode? claude_nvim.PermissionMode nil: claude's own
 ---@field args? string[] more arguments for every claude the plugin starts
----@field outlive? boolean Claudes (and the server) run on when Neovim quits, found again (default true)
+---@field outlive? boolean Claudes and the server run on when Neovim quits (default true)
 
 --- Where Claude runs when not here (:help claude-nvim-remote).
 ---@class claude_nvim.RemoteOpts
