@@ -85,7 +85,9 @@ def gated(claude_dir) -> tuple[Path, list[str]]:
 
 async def test_claude_starts_before_the_server_and_is_answered(claude_dir, gated):
     gate, cmd = gated
-    async with plugin_user(claude_dir, cmd=cmd) as user:
+    # claude right under Neovim, and a server that ends with it: the gate holds every
+    # claude-nvim (a holder too), and a server with a Claude connected would outlive Neovim.
+    async with plugin_user(claude_dir, cmd=cmd, claude={"outlive": False}) as user:
         nvim_pid = await user.exec_lua("return vim.fn.getpid()")
         await user.request("nvim_command", "ClaudeNvim")
         started = await claude_started(claude_dir)
@@ -142,7 +144,8 @@ async def test_claude_starts_before_the_server_and_is_answered(claude_dir, gated
 
 
 async def test_a_server_that_never_starts_leaves_no_lock(claude_dir):
-    async with plugin_user(claude_dir, cmd=["/bin/sh", "-c", "exit 3"]) as user:
+    async with plugin_user(claude_dir, cmd=["/bin/sh", "-c", "exit 3"],
+                           claude={"outlive": False}) as user:  # no holder: no claude-nvim
         await user.request("nvim_command", "ClaudeNvim")
         await claude_started(claude_dir)  # at once, as ever
         await eventually(user, "return require('claude_nvim').server() == nil and "
