@@ -11,6 +11,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -138,10 +139,12 @@ def end_holders(runtime: Path) -> list[int]:
     as their JSON files name them: what `claude-nvim hold` leaves running when a test's Neovim
     ends. The pids killed."""
     killed = []
-    for record in runtime.glob("claude-nvim/*/claude-*.json"):
+    # Their server too (server.json), which would linger for them and write there meanwhile.
+    for record in [*runtime.glob("claude-nvim/*/claude-*.json"),
+                   *runtime.glob("claude-nvim/*/server.json")]:
         with contextlib.suppress(OSError, ValueError):
             held = json.loads(record.read_text())
-            for pid in (held.get("claude"), held.get("holder")):
+            for pid in (held.get("claude"), held.get("holder"), held.get("pid")):
                 if isinstance(pid, int) and pid > 1:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
@@ -158,7 +161,11 @@ def private_runtime(monkeypatch) -> Iterator[Path]:
     try:
         yield runtime
     finally:
-        end_holders(runtime)
+        killed = end_holders(runtime)
+        deadline = time.monotonic() + WAIT  # what they wrote is gone once they are
+        while any(alive(pid) and not _zombie(pid) for pid in killed) \
+                and time.monotonic() < deadline:
+            time.sleep(0.01)
         shutil.rmtree(runtime, ignore_errors=True)
 
 
@@ -215,6 +222,13 @@ async def claude_started(tmp_path: Path) -> dict:
                 return json.loads((tmp_path / "started.json").read_text())
             except json.JSONDecodeError:
                 await trio.sleep(0.05)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def alive(pid: int) -> bool:
