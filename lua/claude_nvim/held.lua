@@ -16,12 +16,14 @@ function M.enabled()
 end
 
 --- The project's working directory (Neovim's, when the plugin first needed it) and the
---- holders' directory; nil and why when that directory is not ours alone.
+--- holders' directory (made, unless `existing`); nil and why when that directory is not ours
+--- alone (or not there).
+---@param existing? boolean
 ---@return string|nil dir
 ---@return string cwd_or_why
-function M.dir()
+function M.dir(existing)
   project = project or vim.fn.getcwd()
-  local dir, why = require('claude_nvim.project').dir(project)
+  local dir, why = require('claude_nvim.project').dir(project, existing)
   if not dir then return nil, why or '?' end
   return dir, project
 end
@@ -52,7 +54,7 @@ end
 --- The live holders of this project, by number.
 ---@return claude_nvim.Holder[]
 function M.holders()
-  local dir = M.dir()
+  local dir = M.dir(true)  -- a Neovim that only looks makes no directory
   local handle = dir and uv.fs_scandir(dir)
   local found = {}
   while handle do

@@ -13,7 +13,7 @@ local ASK_MS = 30000  -- the server loads its Lua here before it answers: a busy
 ---@return {pid: integer, socket: string}?
 function M.find()
   if vim.fn.has('win32') == 1 then return nil end  -- servers never linger there
-  local dir = require('claude_nvim.project').dir(vim.fn.getcwd(-1, -1))
+  local dir = require('claude_nvim.project').dir(vim.fn.getcwd(-1, -1), true)
   if not dir then return nil end
   local file = io.open(dir .. '/server.json', 'r')
   if not file then return nil end

@@ -13,9 +13,10 @@ local function root()
   return tmp .. '/claude-nvim-' .. uv.getuid()
 end
 
--- `path` made (0700) if need be; nil and why if it is not a directory of ours alone.
-local function own_dir(path)
-  uv.fs_mkdir(path, tonumber('700', 8))
+-- `path` made (0700) if need be (unless `existing`); nil and why if it is not a directory of
+-- ours alone.
+local function own_dir(path, existing)
+  if not existing then uv.fs_mkdir(path, tonumber('700', 8)) end
   local info = uv.fs_lstat(path)
   if not info or info.type ~= 'directory' then
     return nil, path .. ' is not a directory (a symlink?)'
@@ -28,16 +29,18 @@ local function own_dir(path)
 end
 
 --- The directory of the project at `cwd` (default: Neovim's working directory), made if need
---- be; nil and why when it or its root is not this user's alone.
+--- be (unless `existing`: a Neovim that only looks makes nothing); nil and why when it or its
+--- root is not this user's alone, or with `existing`, is not there.
 ---@param cwd? string
+---@param existing? boolean
 ---@return string|nil dir
 ---@return string|nil why
-function M.dir(cwd)
+function M.dir(cwd, existing)
   cwd = cwd or vim.fn.getcwd()
-  local top, why = own_dir(root())
+  local top, why = own_dir(root(), existing)
   if not top then return nil, why end
   local real = uv.fs_realpath(cwd) or cwd
-  return own_dir(top .. '/' .. vim.fn.sha256(real):sub(1, 16))
+  return own_dir(top .. '/' .. vim.fn.sha256(real):sub(1, 16), existing)
 end
 
 return M
