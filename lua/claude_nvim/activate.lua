@@ -81,11 +81,11 @@ function M.prepare(server_lua)
     tcp:close()
     return nil, 'cannot listen on 127.0.0.1: ' .. tostring(err)
   end
-  local bound = tcp:getsockname()
+  local bound, berr = tcp:getsockname()
   local fd, ferr = tcp:fileno()
   if not bound or not fd then
     tcp:close()
-    return nil, 'cannot listen on 127.0.0.1: ' .. tostring(ferr)
+    return nil, 'cannot listen on 127.0.0.1: ' .. tostring(berr or ferr)
   end
   local port = bound.port
   local token = hex(uv.random(16))
