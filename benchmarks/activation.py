@@ -26,14 +26,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import trio
 
-from benchmarks.anchor import STAND_IN, connected_after, descendants
+from benchmarks.anchor import connected_after, descendants, user_home
 from benchmarks.harness import NVIM_ARGS, ROOT, ProcWatch, log
 from claude_nvim._nvim import editor_for
 from claude_nvim._nvim.editor import Editor
@@ -71,28 +71,6 @@ def variants(before: Path, claudecode: Path | None, stand_in: str) -> list[Varia
     return found
 
 
-@contextlib.contextmanager
-def user_home(root: Path) -> Iterator[Path]:
-    """A stand-in claude first on PATH, a config directory of the run's: the stand-in's record."""
-    bin_dir = root / "bin"
-    bin_dir.mkdir()
-    claude = bin_dir / "claude"
-    claude.write_text(f"#!{sys.executable} -S\n" + STAND_IN.read_text())
-    claude.chmod(0o755)
-    (root / "work").mkdir()
-    out = root / "connected.jsonl"
-    saved = dict(os.environ)
-    os.environ.update(PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", STANDIN_OUT=str(out),
-                      CLAUDE_CONFIG_DIR=str(root / "config"), STANDIN_DELAY=str(STARTUP_SECONDS))
-    for name in ("NVIM", "CLAUDE_CODE_SSE_PORT", "CLAUDE_NVIM_CLAUDE"):
-        os.environ.pop(name, None)
-    try:
-        yield out
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-
-
 @contextlib.asynccontextmanager
 async def neovim(variant: Variant, root: Path, *extra: str, ui: bool = False
                  ) -> AsyncIterator[tuple[Editor, int]]:
@@ -125,7 +103,7 @@ async def connect_seconds(variant: Variant) -> float:
     """`nvim +Command` launched to the stand-in's initialize answered."""
     with tempfile.TemporaryDirectory(prefix="claude-nvim-activation-") as tmp:
         root = Path(tmp)
-        with user_home(root) as out:
+        with user_home(root, STANDIN_DELAY=str(STARTUP_SECONDS)) as out:
             launched = time.time()
             async with neovim(variant, root, f"+{variant.command}"):
                 return await connected_after(out, 1, launched, timeout=60)
@@ -136,7 +114,7 @@ async def idle_cost(variant: Variant) -> tuple[int, float]:
     under it and the RSS of it and them (MB)."""
     with tempfile.TemporaryDirectory(prefix="claude-nvim-activation-") as tmp:
         root = Path(tmp)
-        with user_home(root):
+        with user_home(root, STANDIN_DELAY=str(STARTUP_SECONDS)):
             async with neovim(variant, root, ui=True) as (driver, pid):
                 with trio.fail_after(60):
                     while not await driver.exec_lua(

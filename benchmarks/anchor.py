@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -97,10 +97,11 @@ async def connected_after(out: Path, count: int, since: float, timeout: float = 
             await trio.sleep(0.005)
 
 
-@contextlib.asynccontextmanager
-async def plugin_neovim(plugin: Plugin, root: Path) -> AsyncIterator[tuple[Editor, int, Path]]:
-    """A Neovim with ``plugin`` and a 160x45 UI attached (as a user's), a stand-in ``claude``
-    first on its PATH; yields the driver, Neovim's pid and the stand-ins' record."""
+@contextlib.contextmanager
+def user_home(root: Path, **env: str) -> Iterator[Path]:
+    """A stand-in ``claude`` first on PATH, a config directory of the run's, ``env`` set (the
+    stand-in's, e.g. STANDIN_DELAY); yields the stand-ins' record. The environment is put back
+    after."""
     bin_dir = root / "bin"
     bin_dir.mkdir()
     claude = bin_dir / "claude"
@@ -110,10 +111,21 @@ async def plugin_neovim(plugin: Plugin, root: Path) -> AsyncIterator[tuple[Edito
     out = root / "connected.jsonl"
     saved = dict(os.environ)
     os.environ.update(PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-                      CLAUDE_CONFIG_DIR=str(root / "config"), STANDIN_OUT=str(out))
+                      CLAUDE_CONFIG_DIR=str(root / "config"), STANDIN_OUT=str(out), **env)
     for name in ("NVIM", "CLAUDE_CODE_SSE_PORT", "CLAUDE_NVIM_CLAUDE"):
         os.environ.pop(name, None)
     try:
+        yield out
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@contextlib.asynccontextmanager
+async def plugin_neovim(plugin: Plugin, root: Path) -> AsyncIterator[tuple[Editor, int, Path]]:
+    """A Neovim with ``plugin`` and a 160x45 UI attached (as a user's), a stand-in ``claude``
+    first on its PATH; yields the driver, Neovim's pid and the stand-ins' record."""
+    with user_home(root) as out:
         args = (*NVIM_ARGS, "--cmd", f"set runtimepath^={plugin.runtime}",
                 "--cmd", f"lua {plugin.setup}")
         with headless_nvim(cwd=root / "work", args=args) as (address, process):
@@ -132,9 +144,6 @@ async def plugin_neovim(plugin: Plugin, root: Path) -> AsyncIterator[tuple[Edito
             for pid in left:  # what did not go with it
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
 
 
 class PluginBench:

@@ -255,16 +255,21 @@ async def test_with_outlive_false_claudes_end_with_neovim(claude_dir):
     await until(lambda: not any(map(running, started)), "the claudes end with Neovim")
 
 
+async def start_held_claude(user, claude_dir, runtime: Path) -> tuple[int, int]:
+    """:ClaudeNvim in ``user``'s Neovim: its claude's pid and its holder's, once both run."""
+    await user.request("nvim_command", "ClaudeNvim")
+    (claude,) = await claudes_started(claude_dir, 1)
+    await until(lambda: len(records(runtime)) == 1, "its holder")
+    return claude["pid"], records(runtime)[1]["holder"]
+
+
 async def test_stop_ends_the_current_claude(claude_dir):
     runtime = Path(os.environ["XDG_RUNTIME_DIR"])
     async with neovim(claude_dir) as user:
-        await user.request("nvim_command", "ClaudeNvim")
-        (claude,) = await claudes_started(claude_dir, 1)
-        await until(lambda: len(records(runtime)) == 1, "its holder")
-        holder = records(runtime)[1]["holder"]
+        claude, holder = await start_held_claude(user, claude_dir, runtime)
         await user.request("nvim_input", "<C-\\><C-n>")
         await user.request("nvim_command", "ClaudeNvimStop")
-        await until(lambda: not running(claude["pid"]) and not running(holder), "ended")
+        await until(lambda: not running(claude) and not running(holder), "ended")
         await eventually(user, "return #require('claude_nvim.terminal').list() == 0")
         assert records(runtime) == {}
 
@@ -272,13 +277,10 @@ async def test_stop_ends_the_current_claude(claude_dir):
 async def test_wiping_a_held_claudes_buffer_ends_it(claude_dir):
     runtime = Path(os.environ["XDG_RUNTIME_DIR"])
     async with neovim(claude_dir) as user:
-        await user.request("nvim_command", "ClaudeNvim")
-        (claude,) = await claudes_started(claude_dir, 1)
-        await until(lambda: len(records(runtime)) == 1, "its holder")
-        holder = records(runtime)[1]["holder"]
+        claude, holder = await start_held_claude(user, claude_dir, runtime)
         await user.exec_lua("vim.api.nvim_buf_delete(require('claude_nvim.terminal')"
                             ".list()[1].buf, { force = true })")
-        await until(lambda: not running(claude["pid"]) and not running(holder), "ended")
+        await until(lambda: not running(claude) and not running(holder), "ended")
         assert records(runtime) == {}
 
 

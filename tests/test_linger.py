@@ -1,7 +1,7 @@
-"""A server that outlives its Neovim while a Claude needs it (docs/architecture.md, "Lifecycle"):
-a real plugin Neovim starts it, a real WebSocket client stays connected across Neovim's end,
-and the next Neovim of the project takes the same server over. Held Claudes (``claude-*.json``,
-the ``hold`` part) are stood in for by a record naming a live pid."""
+"""A server that outlives its Neovim while a Claude needs it (docs/architecture.md, "What
+outlives Neovim"): a real plugin Neovim starts it, a real WebSocket client stays connected
+across Neovim's end, and the next Neovim of the project takes the same server over. Held
+Claudes (``claude-*.json``, the ``hold`` part) are stood in for by a record naming a live pid."""
 
 from __future__ import annotations
 

@@ -60,7 +60,8 @@ end
 ---@field fd integer the listening socket, for the server's fd 3 (closed by M.handed_over)
 ---@field claude {env: table<string, string>, args: string[]} what a claude needs to connect
 ---@field files string[] what to remove if the server never takes over
----@field tcp uv.uv_tcp_t
+---@field tcp uv.uv_tcp_t Neovim's copy of the socket
+---@field job? {stop: fun()} the server's job, once spawned (claude_nvim's serve_activated)
 
 --- Bind 127.0.0.1:0, make the token, write the lock and the --mcp-config file for them: the
 --- server's share of starting, done in a few milliseconds; nil and why when it cannot be.
@@ -80,7 +81,13 @@ function M.prepare(server_lua)
     tcp:close()
     return nil, 'cannot listen on 127.0.0.1: ' .. tostring(err)
   end
-  local port = tcp:getsockname().port
+  local bound, berr = tcp:getsockname()
+  local fd, ferr = tcp:fileno()
+  if not bound or not fd then
+    tcp:close()
+    return nil, 'cannot listen on 127.0.0.1: ' .. tostring(berr or ferr)
+  end
+  local port = bound.port
   local token = hex(uv.random(16))
   local cwd = vim.fn.getcwd()
   local project = vim.fs.basename(cwd)
@@ -108,7 +115,7 @@ function M.prepare(server_lua)
     end
   end
   vim.list_extend(env, { 'CLAUDE_NVIM_TOKEN=' .. token, 'CLAUDE_NVIM_MCP_CONFIG=' .. config })
-  return { port = port, lock = lock, env = env, fd = tcp:fileno(), tcp = tcp,
+  return { port = port, lock = lock, env = env, fd = fd, tcp = tcp,
            files = { lock, config },
            claude = { env = core.claude_env(port, nil), args = { '--mcp-config', config,
                                                                   '--settings',

@@ -301,7 +301,8 @@ local function serve_activated(cmd, args, activation, detach)
   local job, said, stderr = {}, nil, uv.new_pipe(false)
   args = vim.list_extend(vim.list_slice(cmd, 2), vim.list_extend(args, { '--listen-fd', '3' }))
   local rest = ''  -- stderr's unfinished line
-  local process, pid
+  local process ---@type uv.uv_process_t? (on_exit runs after spawn returned it)
+  local pid
   process, pid = uv.spawn(cmd[1], { args = args, env = activation.env, detached = detach,
     stdio = { nil, nil, stderr, activation.fd }, cwd = vim.fn.getcwd() },
     function(code) vim.schedule(function()

@@ -1,7 +1,8 @@
--- A server that outlived its Neovim (docs/architecture.md, "Lifecycle"): before starting one,
--- the plugin asks this project's lingering server, if any, to attach to this Neovim. Its
--- Claudes stay connected; the server sets this Neovim up as at its start and announces itself
--- (User ClaudeNvimServerReady) as a new one would. The server's half: _linger.py.
+-- A server that outlived its Neovim (docs/architecture.md, "What outlives Neovim"): before
+-- starting one, the plugin asks this project's lingering server, if any, to attach to this
+-- Neovim. Its Claudes stay connected; the server sets this Neovim up as at its start and
+-- announces itself (User ClaudeNvimServerReady) as a new one would. The server's half:
+-- _linger.py.
 local uv = vim.uv or vim.loop
 
 local M = {}

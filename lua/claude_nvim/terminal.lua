@@ -12,6 +12,11 @@ local M = {}
 ---@field buf integer its terminal buffer
 ---@field job? integer its job id, once its server runs
 ---@field started integer when it started (os.time())
+---@field sock? string its holder's socket, when it runs under one (claude_nvim.held)
+---@field ended? boolean its terminal's job has exited
+---@field stopping? boolean the user stopped it: its buffer goes, whatever its code
+---@field naming? boolean its name is on the way to its holder
+---@field kept_name? string the name its holder has
 
 ---@type claude_nvim.RunningClaude[]
 local claudes = {}    -- the running ones, oldest first: { n, buf, job (its id), started }
@@ -195,7 +200,8 @@ local function launch(claude, cmd, env, exe)
       if not api.nvim_buf_is_valid(buf) then return end
       if code == REFUSED and claude.sock then  -- attached in another Neovim: not here then
         tell('Claude ' .. claude.n .. ' is open in another Neovim', 'WARN')
-        return pcall(api.nvim_buf_delete, buf, { force = true })
+        pcall(api.nvim_buf_delete, buf, { force = true })
+        return
       end
       if code ~= 0 and not claude.stopping then  -- it stays on screen, saying why
         vim.bo[buf].bufhidden = 'wipe'

@@ -17,11 +17,35 @@
 ---@field close fun(self: uv.uv_fs_event_t, callback?: fun())
 ---@field is_closing fun(self: uv.uv_fs_event_t): boolean
 
+---@class uv.uv_tcp_t
+---@field bind fun(self: uv.uv_tcp_t, host: string, port: integer, flags?: table): 0|nil, string?
+---@field listen fun(self: uv.uv_tcp_t, backlog: integer, callback: fun(err: string?)): 0|nil, string?
+---@field getsockname fun(self: uv.uv_tcp_t): {ip: string, family: string, port: integer}?, string?
+---@field fileno fun(self: uv.uv_tcp_t): integer?, string?
+---@field close fun(self: uv.uv_tcp_t, callback?: fun())
+---@field is_closing fun(self: uv.uv_tcp_t): boolean
+
+---@class uv.uv_pipe_t
+---@field connect fun(self: uv.uv_pipe_t, name: string, callback?: fun(err: string?)): any, string?
+---@field write fun(self: uv.uv_pipe_t, data: string|string[], callback?: fun(err: string?)): any, string?
+---@field read_start fun(self: uv.uv_pipe_t, callback: fun(err: string?, data: string?)): 0|nil, string?
+---@field read_stop fun(self: uv.uv_pipe_t): 0|nil, string?
+---@field close fun(self: uv.uv_pipe_t, callback?: fun())
+---@field is_closing fun(self: uv.uv_pipe_t): boolean
+
+---@class uv.uv_process_t
+---@field kill fun(self: uv.uv_process_t, signal: integer|string): 0|nil, string?
+---@field close fun(self: uv.uv_process_t, callback?: fun())
+---@field is_closing fun(self: uv.uv_process_t): boolean
+---@field get_pid fun(self: uv.uv_process_t): integer
+
 ---@class uv.fs_stat.result
 ---@field type string
 ---@field size integer
 ---@field mode integer
 ---@field ino integer
+---@field uid integer
+---@field gid integer
 ---@field dev integer
 ---@field mtime {sec: integer, nsec: integer}
 ---@field ctime {sec: integer, nsec: integer}
@@ -100,8 +124,48 @@ function uv.fs_scandir_next(handle) end
 ---@param path string
 ---@param options table
 ---@param on_exit fun(code: integer, signal: integer)
----@return any? handle, integer|string pid
+---@return uv.uv_process_t? handle, integer|string pid_or_err
 function uv.spawn(path, options, on_exit) end
+
+---@return uv.uv_tcp_t
+function uv.new_tcp() end
+
+---@param ipc? boolean
+---@return uv.uv_pipe_t
+function uv.new_pipe(ipc) end
+
+---@param pid integer
+---@param signal integer|string
+---@return 0|nil ok, string? err
+function uv.kill(pid, signal) end
+
+---@return integer
+function uv.getuid() end
+
+---@param len integer
+---@return string bytes
+function uv.random(len) end
+
+---@param fd integer
+---@param data string|string[]
+---@param offset? integer
+---@return integer? written, string? err
+function uv.fs_write(fd, data, offset) end
+
+---@param path string
+---@param mode integer
+---@return boolean? ok, string? err
+function uv.fs_chmod(path, mode) end
+
+---@param path string
+---@param mode integer
+---@return boolean? ok, string? err
+function uv.fs_mkdir(path, mode) end
+
+---@param path string
+---@param new_path string
+---@return boolean? ok, string? err
+function uv.fs_rename(path, new_path) end
 
 vim.uv = uv
 vim.loop = uv

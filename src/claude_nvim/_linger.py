@@ -13,14 +13,13 @@ import contextlib
 import json
 import logging
 import os
-import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import trio
 
 from ._lockfile import pid_alive
-from ._project import key, project_dir, root
+from ._project import key, project_dir, root, write_record
 
 log = logging.getLogger(__name__)
 
@@ -46,14 +45,6 @@ def holders_alive(cwd: str) -> bool:
         if isinstance(pid, int) and pid_alive(pid):
             return True
     return False
-
-
-def _write_private(path: Path, content: dict[str, object]) -> None:
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(content, f)
-    os.replace(tmp, path)
 
 
 def _owner(record: Path) -> int | None:
@@ -92,7 +83,7 @@ async def control(project: str, port: int
             await listener.bind(str(path))
             os.chmod(path, 0o600)
             listener.listen(4)
-            _write_private(record, {"pid": os.getpid(), "port": port, "socket": str(path)})
+            write_record(record, {"pid": os.getpid(), "port": port, "socket": str(path)})
         except OSError as exc:  # a path too long for a socket, say: it lingers all the same
             log.warning("no Neovim can take this server over: %s", exc)
             yield None

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ._project import write_record
 from ._wire.constants import CHALLENGE_HEADER, PROOF_HEADER, proof
 
 log = logging.getLogger(__name__)
@@ -111,16 +112,20 @@ def check_directory(directory: Path) -> None:
         "or set CLAUDE_CONFIG_DIR to a directory of yours")
 
 
-def write_private(directory: Path, name: str, text: str) -> Path:
-    """Write ``text`` to a new file ``directory/name``, born 0600, in a private ``directory``.
-
-    The directory is made, or checked (:class:`UnsafeLockDirectory`) and set back to 0700. The
-    file is never one that was there before: no planted file or symlink gets the secret.
-    """
+def private_directory(directory: Path) -> None:
+    """Make ``directory``, or check it (:class:`UnsafeLockDirectory`) and set it back to 0700."""
     with contextlib.suppress(FileExistsError):
         directory.mkdir(mode=0o700, parents=True)
     check_directory(directory)
     os.chmod(directory, 0o700)
+
+
+def write_private(directory: Path, name: str, text: str) -> Path:
+    """Write ``text`` to a new file ``directory/name``, born 0600, in a private ``directory``
+    (:func:`private_directory`). The file is never one that was there before: no planted file
+    or symlink gets the secret.
+    """
+    private_directory(directory)
     path = directory / name
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NO_FOLLOW, 0o600)
     try:
@@ -137,17 +142,11 @@ def write_lock(directory: Path, port: int, content: Mapping[str, Any]) -> Path:
     """Write ``<directory>/<port>.lock`` atomically: private directory, private file.
 
     The file holds a credential, so the directory is made (or set back to) 0700 and the file
-    is born 0600; it appears whole, through ``rename``.
+    is born 0600; it appears whole, through ``rename`` (:func:`_project.write_record`).
     """
+    private_directory(directory)
     path = directory / f"{port}.lock"
-    tmp = write_private(directory, f".{port}.lock.{secrets.token_hex(4)}.tmp",
-                        json.dumps(dict(content), separators=(",", ":")))
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    write_record(path, content)
     return path
 
 

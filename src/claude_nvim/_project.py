@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
+import secrets
 import stat
+from collections.abc import Mapping
 from pathlib import Path
 
 
@@ -51,3 +54,19 @@ def _own_dir(path: Path) -> None:
         raise UnsafeDirectory(f"{path} belongs to uid {info.st_uid}, not to us")
     if info.st_mode & 0o077:
         raise UnsafeDirectory(f"{path} is open to others (mode {info.st_mode & 0o777:o})")
+
+
+def write_record(path: Path, record: Mapping[str, object]) -> None:
+    """``record`` as JSON in ``path``, 0600, whole or not at all: a new file of a random name
+    beside it (never one planted there) renamed onto ``path``. The project directory's records
+    and the lock file (``_lockfile.write_lock``) are written so."""
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(dict(record), out, separators=(",", ":"))
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import json
 import os
 import pty
 import selectors
@@ -24,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .._project import write_record
 from . import protocol as p
 
 RING_BYTES = 1 << 20
@@ -60,15 +60,6 @@ def bind(path: Path) -> socket.socket:
         os.umask(old_umask)
     listener.listen(MAX_CONNECTIONS)
     return listener
-
-
-def write_json(path: Path, record: dict[str, Any]) -> None:
-    """``record`` as ``path``, whole or not at all (0600)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        json.dump(record, out)
-    os.replace(tmp, path)
 
 
 def set_window(fd: int, rows: int, cols: int) -> None:
@@ -122,7 +113,7 @@ class Holder:
         set_window(self.master, *size)
         os.set_blocking(self.master, False)
         record.update(claude=self.pid)
-        write_json(record_path, record)
+        write_record(record_path, record)
 
     def run(self) -> int:
         """Serve until claude exits; its status."""
@@ -231,7 +222,7 @@ class Holder:
             self.attached = None
             self.typing.clear()
             self.record.update(attached=None)
-            write_json(self.record_path, self.record)
+            write_record(self.record_path, self.record)
 
     def claude_events(self, events: int) -> None:
         if events & selectors.EVENT_WRITE and self.typing:
@@ -301,7 +292,7 @@ class Holder:
             self.attached = connection
             self.attaches += 1
             self.record.update(attached=connection.pid)
-            write_json(self.record_path, self.record)
+            write_record(self.record_path, self.record)
             size = p.read_window(payload)
             nudge = size == self.size and self.attaches > 1
             connection.out += p.frames(p.OUTPUT, self.ring.contents())
@@ -316,7 +307,7 @@ class Holder:
         elif kind == p.NAME:
             name = payload.decode().strip()
             self.record.update(name=name[:1024] or None)
-            write_json(self.record_path, self.record)
+            write_record(self.record_path, self.record)
         elif kind == p.STOP:
             self.stop()
 
