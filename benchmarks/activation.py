@@ -5,7 +5,10 @@ coder/claudecode.nvim, in one run.
 The stand-in claude (standin_claude.py with $STANDIN_DELAY) takes the real CLI's start-up,
 about a second, then reads the newest lock file in its config directory and connects; the
 figure is from Neovim's launch to its `initialize` answered (and `ide_connected` sent). Each
-plugin is set up as a new user would, its terminal's command being the stand-in.
+plugin is set up as a new user would, its terminal's command being the stand-in: claude-nvim
+"after" with its defaults (opts.claude.outlive: the Claude under a `claude-nvim hold` holder),
+and once more with outlive=false (claude straight in the terminal), which shows what the holder
+costs.
 
     python -m benchmarks.activation --claudecode DIR [--before REV] [--rounds 5]
 
@@ -53,8 +56,8 @@ class Variant:
 
 
 def variants(before: Path, claudecode: Path | None, stand_in: str) -> list[Variant]:
-    def ours(name: str, root: Path, cmd: list[str], settled: str) -> Variant:
-        opts = json.dumps({"cmd": cmd})
+    def ours(name: str, root: Path, cmd: list[str], settled: str, **more: Any) -> Variant:
+        opts = json.dumps({"cmd": cmd, **more})
         return Variant(name, root, f"require('claude_nvim').setup(vim.json.decode([[{opts}]]))",
                        "ClaudeNvim", settled)
 
@@ -62,7 +65,9 @@ def variants(before: Path, claudecode: Path | None, stand_in: str) -> list[Varia
     # Before, the server started once a UI was up: settled when it is ready.
     found = [ours("claude-nvim before", before, ["env", f"PYTHONPATH={before / 'src'}", *python],
                   "local s = vim.g.claude_nvim_server; return s ~= nil and s.claude ~= nil"),
-             ours("claude-nvim after", ROOT, python, "return true")]
+             ours("claude-nvim after", ROOT, python, "return true"),  # the default: held
+             ours("after, outlive=false", ROOT, python, "return true",
+                  claude={"outlive": False})]
     if claudecode is not None:
         found.append(Variant(
             "claudecode.nvim", claudecode,
