@@ -284,6 +284,8 @@ class App:
                              "remote", {}, {"pid": os.getpid()})
         assert self._nursery is not None
         first = self.port == 0  # the next Neovims get the same port, clients and features
+        if not first:  # Claudes that outlived the last Neovim: in this one's terminals now
+            await self.claudes.relocate(editor)
         for feature in self.features:
             await (feature.start(editor, self._nursery) if first else feature.reattach(editor))
         if self.remote:

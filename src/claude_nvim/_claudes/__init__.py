@@ -160,6 +160,33 @@ class Claudes:
         claude = self._by_id.get(connection_id)
         return claude.label if claude is not None else ""
 
+    @staticmethod
+    async def terminals(editor: Editor) -> list[Terminal]:
+        """The terminal buffers of ``editor`` that run a job (none if it cannot say)."""
+        with contextlib.suppress(Exception):
+            found = await editor.call_lua(CORE, "terminals")
+            return [Terminal(t["buf"], t["pid"], str(t.get("name", "")),
+                             str(t.get("label") or ""))
+                    for t in found if isinstance(t, dict)
+                    and isinstance(t.get("buf"), int) and isinstance(t.get("pid"), int)]
+        return []
+
+    async def relocate(self, editor: Editor) -> None:
+        """A new Neovim took the (lingering) server over: the listening Claudes run in its
+        terminals now (the adopted ones of their holders), whose buffers are not the last
+        Neovim's; found again as when they started listening, or none."""
+        claudes = [c for c in self._by_id.values() if c.listening]
+        terminals = await self.terminals(editor)
+
+        def locate_all() -> None:  # reads /proc
+            for claude in claudes:
+                claude.terminal = (self.terminal_of(claude.connection.client_pid, terminals)
+                                   if claude.proven is not False else None)
+        await trio.to_thread.run_sync(locate_all)
+        for claude in claudes:
+            claude.connection.label = claude.describe()
+            claude.connection.terminal = claude.terminal.buffer if claude.terminal else None
+
     async def identify(self, claude: Claude, editor: Editor, sock: trio.socket.SocketType, *,
                        local: bool) -> None:
         """``claude`` starts listening: find the Neovim terminal it runs in, if any (``local``:
@@ -169,12 +196,7 @@ class Claudes:
         terminals: list[Terminal] = []
         # A remote Claude's pid is another host's: no terminal of Neovim runs it.
         if connection.client_pid is not None and local:
-            with contextlib.suppress(Exception):
-                found = await editor.call_lua(CORE, "terminals")
-                terminals = [Terminal(t["buf"], t["pid"], str(t.get("name", "")),
-                                      str(t.get("label") or ""))
-                             for t in found if isinstance(t, dict)
-                             and isinstance(t.get("buf"), int) and isinstance(t.get("pid"), int)]
+            terminals = await self.terminals(editor)
         try:
             client, server = sock.getpeername()[:2], sock.getsockname()[:2]
         except OSError:  # gone already
