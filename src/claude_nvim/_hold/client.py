@@ -42,7 +42,9 @@ def attach(path: str) -> int:
     saved = None
     with contextlib.suppress(termios.error):
         saved = termios.tcgetattr(stdin)
-        tty.setraw(stdin)
+        # TCSANOW, not setraw's TCSAFLUSH: what was typed before the client ran is the user's,
+        # not to be thrown away (a line typed at once was lost).
+        tty.setraw(stdin, termios.TCSANOW)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
@@ -53,7 +55,7 @@ def attach(path: str) -> int:
     finally:
         if saved is not None:
             with contextlib.suppress(termios.error):
-                termios.tcsetattr(stdin, termios.TCSAFLUSH, saved)
+                termios.tcsetattr(stdin, termios.TCSANOW, saved)
         sock.close()
 
 
