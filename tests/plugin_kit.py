@@ -161,12 +161,26 @@ def private_runtime(monkeypatch) -> Iterator[Path]:
     try:
         yield runtime
     finally:
-        killed = end_holders(runtime)
+        killed = end_holders(runtime) + _end_users_of(runtime)
         deadline = time.monotonic() + WAIT  # what they wrote is gone once they are
         while any(alive(pid) and not _zombie(pid) for pid in killed) \
                 and time.monotonic() < deadline:
             time.sleep(0.01)
         shutil.rmtree(runtime, ignore_errors=True)
+
+
+def _end_users_of(runtime: Path) -> list[int]:
+    """Kill every process started with ``runtime`` as its $XDG_RUNTIME_DIR (a server that
+    lingers, or is about to, writes there); the pids killed."""
+    mark = f"XDG_RUNTIME_DIR={runtime}".encode()
+    killed = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        pid = int(environ.parent.name)
+        with contextlib.suppress(OSError):
+            if pid != os.getpid() and mark in environ.read_bytes().split(b"\0"):
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+    return killed
 
 
 @pytest.fixture
