@@ -3,6 +3,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -102,3 +103,13 @@ def big_file(tmp_path: Path) -> Path:
     path = tmp_path / "big.txt"
     path.write_text("".join(f"line {i:>8} {'x' * 25}\n" for i in range(40_000)))
     return path
+
+
+@pytest.fixture
+def servers() -> Iterator[set[int]]:
+    """The servers' pids a test saw: killed (SIGKILL) at its end, pass or fail."""
+    seen: set[int] = set()
+    yield seen
+    for pid in seen:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from claude_nvim._errors import EditorGone
 from claude_nvim._nvim.headless import headless_nvim
 from claude_nvim.testing import attached_editor
 from helpers import WAIT
@@ -260,3 +261,28 @@ async def claudes_started(tmp_path: Path, count: int) -> list[dict]:
         while len(lines := path.read_text().splitlines() if path.exists() else []) < count:
             await trio.sleep(0.05)
     return [json.loads(line) for line in lines]
+
+
+@contextlib.asynccontextmanager
+async def neovim(cwd: Path, **opts):
+    """A plugin Neovim in ``cwd`` (made if need be) with a UI, and its process (``.process``,
+    for :qa! and kill -9)."""
+    cwd.mkdir(exist_ok=True)
+    with headless_nvim(cwd=cwd, args=plugin_args(**opts)) as (address, process):
+        try:
+            async with attached_editor(address) as nvim:
+                await nvim.request("nvim_ui_attach", 120, 40, {"ext_linegrid": True})
+                nvim.process = process
+                yield nvim
+        except* EditorGone:
+            if process.poll() is None:  # gone, yet not quit by the test
+                raise
+
+
+async def quit_neovim(nvim, how: str) -> None:
+    """End the Neovim of :func:`neovim` as a user may: ``:qa!`` or ``kill -9``."""
+    if how == "kill -9":
+        nvim.process.kill()
+    else:
+        await nvim.exec_lua("vim.schedule(function() vim.cmd('qa!') end)")
+    await trio.to_thread.run_sync(nvim.process.wait)

@@ -17,13 +17,17 @@ from pathlib import Path
 import pytest
 import trio
 
-from claude_nvim._errors import EditorGone
 from claude_nvim._hold import protocol as p
-from claude_nvim._nvim.headless import find_nvim, headless_nvim
+from claude_nvim._nvim.headless import find_nvim
 from claude_nvim._project import UnsafeDirectory, project_dir
-from claude_nvim.testing import attached_editor
 from helpers import WAIT, eventually
-from plugin_kit import claudes_started, end_holders, plugin_args, private_runtime
+from plugin_kit import (
+    claudes_started,
+    end_holders,
+    neovim,
+    private_runtime,
+    quit_neovim,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -128,20 +132,6 @@ async def until(condition, what: str) -> None:
             await trio.sleep(0.02)
 
 
-@contextlib.asynccontextmanager
-async def neovim(cwd: Path, **opts):
-    """A plugin Neovim in ``cwd`` with a UI, and its process (for :qa! and kill -9)."""
-    with headless_nvim(cwd=cwd, args=plugin_args(**opts)) as (address, process):
-        try:
-            async with attached_editor(address) as nvim:
-                await nvim.request("nvim_ui_attach", 120, 40, {"ext_linegrid": True})
-                nvim.process = process
-                yield nvim
-        except* EditorGone:
-            if process.poll() is None:  # gone, yet not quit by the test
-                raise
-
-
 # The Claude terminals of this Neovim: number, label, pid of the holder it names (adopted
 # ones), its text, whether its job runs.
 TERMINALS = """local out = {}
@@ -169,14 +159,6 @@ def records(runtime: Path) -> dict[int, dict]:
             record = json.loads(path.read_text())
             found[record["number"]] = record
     return found
-
-
-async def quit_neovim(nvim, how: str) -> None:
-    if how == "kill -9":
-        nvim.process.kill()
-    else:
-        await nvim.exec_lua("vim.schedule(function() vim.cmd('qa!') end)")
-    await trio.to_thread.run_sync(nvim.process.wait)
 
 
 @pytest.mark.parametrize("how", [":qa!", "kill -9"])

@@ -7,12 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,7 +19,7 @@ from claude_nvim import _project
 from claude_nvim._nvim.headless import headless_nvim
 from claude_nvim.testing import attached_editor, mcp_client, running_app
 from helpers import WAIT, HookedClaude, eventually, published_settings
-from plugin_kit import alive, plugin_args
+from plugin_kit import alive, plugin_args, private_runtime
 
 STATUS = "require('claude_nvim').status()"
 STATE = "local c = require('claude_nvim').server().claudes return c and c[1] and c[1].state"
@@ -36,23 +32,11 @@ def runtime(tmp_path, monkeypatch) -> Iterator[Path]:
     """A private $XDG_RUNTIME_DIR (project directories go there) and $CLAUDE_CONFIG_DIR, for
     the Neovims and servers the test starts. A short path, as a real one is: a Unix socket's
     path has at most 107 bytes, which one in pytest's tmp_path under xdist would pass."""
-    runtime = Path(tempfile.mkdtemp(prefix="xdg-"))  # 0700
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "cfg"))
     for name in ("NVIM", "CLAUDE_CODE_SSE_PORT"):
         monkeypatch.delenv(name, raising=False)
-    yield runtime
-    shutil.rmtree(runtime, ignore_errors=True)
-
-
-@pytest.fixture
-def servers():
-    """The pids of the servers a test saw: ended (SIGKILL) at the end, pass or fail."""
-    seen: set[int] = set()
-    yield seen
-    for pid in seen:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    with private_runtime(monkeypatch) as runtime:
+        yield runtime
 
 
 @contextlib.contextmanager

@@ -9,19 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import signal
 from pathlib import Path
 
 import pytest
 import trio
 
-from claude_nvim._errors import EditorGone
-from claude_nvim._nvim.headless import headless_nvim
 from claude_nvim._project import project_dir
-from claude_nvim.testing import attached_editor
 from helpers import WAIT, eventually
-from plugin_kit import alive, claudes_started, plugin_args
+from plugin_kit import alive, claudes_started, neovim, quit_neovim
 
 TERMINALS = """local out = {}
 for _, c in ipairs(require('claude_nvim.terminal').list()) do
@@ -31,39 +26,6 @@ return out"""
 # The server's pid once both Claudes are connected to this Neovim's server.
 BOTH_CONNECTED = ("local s = require('claude_nvim').server() "
                   "return s and s.claude and tonumber(s.clients) == 2 and s.pid")
-
-
-@pytest.fixture
-def servers():
-    """The servers' pids a test saw: killed at its end, pass or fail."""
-    seen: set[int] = set()
-    yield seen
-    for pid in seen:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-
-
-@contextlib.asynccontextmanager
-async def neovim(cwd: Path, **opts):
-    """A plugin Neovim in ``cwd`` with a UI, and its process (for :qa! and kill -9)."""
-    cwd.mkdir(exist_ok=True)
-    with headless_nvim(cwd=cwd, args=plugin_args(**opts)) as (address, process):
-        try:
-            async with attached_editor(address) as nvim:
-                await nvim.request("nvim_ui_attach", 120, 40, {"ext_linegrid": True})
-                nvim.process = process
-                yield nvim
-        except* EditorGone:
-            if process.poll() is None:  # gone, yet not quit by the test
-                raise
-
-
-async def quit_neovim(nvim, how: str) -> None:
-    if how == "kill -9":
-        nvim.process.kill()
-    else:
-        await nvim.exec_lua("vim.schedule(function() vim.cmd('qa!') end)")
-    await trio.to_thread.run_sync(nvim.process.wait)
 
 
 async def until(condition, what: str) -> None:
