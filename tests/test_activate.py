@@ -77,6 +77,14 @@ async def test_a_neovim_that_never_uses_claude_starts_nothing(claude_dir):
 GATE = 'while [ ! -e "$0" ]; do sleep 0.02; done; exec "$@"'
 
 
+def editor_script(value: str) -> object:
+    """An `nvim -l SCRIPT` command as its Neovim and the script's bytes; anything else as is."""
+    if " -l " not in value:
+        return value
+    nvim, script = value.split(" -l ", 1)
+    return nvim, Path(script).read_bytes()
+
+
 @pytest.fixture
 def gated(claude_dir) -> tuple[Path, list[str]]:
     gate = claude_dir / "gate"
@@ -124,8 +132,11 @@ async def test_claude_starts_before_the_server_and_is_answered(claude_dir, gated
         assert json.loads(argv[argv.index("--settings") + 1]) == claude_settings()
         environ = dict(line.split(b"=", 1) for line in Path(
             f"/proc/{started['pid']}/environ").read_bytes().split(b"\0") if b"=" in line)
-        assert {k: environ.get(k.encode(), b"").decode() for k in published["env"]} == \
-            published["env"]
+        given = {k: environ.get(k.encode(), b"").decode() for k in published["env"]}
+        # $VISUAL's script: the plugin names its checkout's, the server its installed copy's
+        # (a tox env installs a copy): the same file either way.
+        assert {k: editor_script(v) for k, v in given.items()} == \
+            {k: editor_script(v) for k, v in published["env"].items()}
         assert token.encode() not in Path(f"/proc/{started['pid']}/environ").read_bytes()
         argv = Path(f"/proc/{server}/cmdline").read_bytes()
         assert b"--listen-fd" in argv and token.encode() not in argv
