@@ -258,7 +258,8 @@ async def claudes_started(tmp_path: Path, count: int) -> list[dict]:
     """The first ``count`` stand-ins started, once they all have."""
     path = tmp_path / "started.jsonl"
     with trio.fail_after(WAIT):
-        while len(lines := path.read_text().splitlines() if path.exists() else []) < count:
+        # Whole lines only: a stand-in may be writing its own just now.
+        while len(lines := (path.read_text() if path.exists() else "").split("\n")[:-1]) < count:
             await trio.sleep(0.05)
     return [json.loads(line) for line in lines]
 
