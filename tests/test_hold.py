@@ -343,3 +343,47 @@ def test_a_holder_drops_what_is_not_its_wire_and_serves_on(tmp_path, monkeypatch
                 os.killpg(client.pid, signal.SIGKILL)
             client.wait()
             os.close(master)
+
+
+def test_a_number_already_held_is_refused_and_what_it_started_ends(tmp_path, monkeypatch):
+    """claude starts before its holder binds its socket (at once, see _hold/launch.py); when
+    that number turns out to be held already, the new claude is hung up, not left running."""
+    with private_runtime(monkeypatch) as runtime:
+        master, slave = os.openpty()
+        first = subprocess.Popen(
+            [sys.executable, "-m", "claude_nvim", "hold", "--number", "4", "--project",
+             str(tmp_path), "--", "cat"], stdin=slave, stdout=slave, stderr=slave,
+            start_new_session=True)
+        os.close(slave)
+        marker = f"started-for-nothing-{os.getpid()}"
+        try:
+            deadline = time.monotonic() + WAIT
+            while not records(runtime).get(4, {}).get("attached"):
+                assert time.monotonic() < deadline and first.poll() is None
+                time.sleep(0.02)
+            second = subprocess.run(
+                [sys.executable, "-m", "claude_nvim", "hold", "--number", "4", "--project",
+                 str(tmp_path), "--", "sh", "-c", "trap '' HUP; sleep 300; :", marker],
+                stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=WAIT,
+                check=False)
+            assert second.returncode == 1
+            assert "is served by a live holder" in second.stderr
+            left = [pid for pid in os.listdir("/proc") if pid.isdigit()
+                    and marker.encode() in _cmdline(pid) and running(int(pid))]
+            assert left == []
+            assert records(runtime)[4]["argv"] == ["cat"]  # the first holder serves on
+            os.write(master, b"\x04")
+            assert first.wait(WAIT) == 0
+        finally:
+            end_holders(runtime)
+            if first.poll() is None:
+                os.killpg(first.pid, signal.SIGKILL)
+            first.wait()
+            os.close(master)
+
+
+def _cmdline(pid: str) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""

@@ -8,9 +8,11 @@ exported here; ``claude_nvim.testing`` is the pytest plugin for its tests.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False  # typing costs a claude-nvim command ~15 ms of start-up; see __getattr__
 if TYPE_CHECKING:
+    from typing import Any
+
     from ._paths import OutsideMap, PathMap, candidate_paths, file_url
     from ._schema import SchemaError
     from ._tool import (

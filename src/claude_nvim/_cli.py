@@ -8,19 +8,28 @@ does not load the server.
 from __future__ import annotations
 
 import argparse
-import importlib
-import logging
 import os
 import sys
-from collections.abc import Sequence
 
 from . import __version__
-from ._commands import fail
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # imported only for the annotations: `hold` must start at once
+    from collections.abc import Sequence
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["hold"]:  # every Claude terminal's command: claude starts once it forks
+        from ._hold.launch import quick
+        status = quick(argv[1:])
+        if status is not None:
+            return status
+    import importlib
+
+    from ._commands import fail
+
+    parser = _parser()
     ours, claude_args = _split_at_claude(argv)
     args = parser.parse_args(ours)
     args.claude_args = claude_args
@@ -239,6 +248,8 @@ def _past_options(argv: list[str], at: int, with_value: Sequence[str],
 
 
 def _configure_logging(level: str, log_file: str | None, *, to_stderr: bool = True) -> None:
+    import logging
+
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)] if to_stderr else []
     if not handlers and not log_file:
         handlers.append(logging.NullHandler())

@@ -8,26 +8,16 @@ exits, at once when its terminal closes (the holder goes on), or with 1 and why.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import select
 import signal
 import socket
-import struct
 import sys
 import termios
 import tty
 
 from . import protocol as p
-
-
-def window(fd: int) -> tuple[int, int]:
-    try:
-        rows, cols, _, _ = struct.unpack(
-            "HHHH", fcntl.ioctl(fd, termios.TIOCGWINSZ, b"\0" * 8))
-    except OSError:
-        return 24, 80
-    return rows or 24, cols or 80
+from .launch import window
 
 
 def attach(path: str) -> int:

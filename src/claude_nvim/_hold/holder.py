@@ -11,20 +11,18 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
-import pty
 import selectors
 import signal
 import socket
 import struct
-import termios
 import time
 from pathlib import Path
 from typing import Any
 
 from .._project import write_record
 from . import protocol as p
+from .launch import set_window
 
 RING_BYTES = 1 << 20
 BEHIND = 256 * 1024
@@ -62,10 +60,6 @@ def bind(path: Path) -> socket.socket:
     return listener
 
 
-def set_window(fd: int, rows: int, cols: int) -> None:
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-
-
 class Connection:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
@@ -88,7 +82,7 @@ class Connection:
 
 class Holder:
     def __init__(self, listener: socket.socket, record_path: Path, record: dict[str, Any],
-                 argv: list[str], size: tuple[int, int]) -> None:
+                 claude: int, master: int, size: tuple[int, int]) -> None:
         self.listener = listener
         self.record_path = record_path
         self.record = record
@@ -103,16 +97,8 @@ class Holder:
         self.status: int | None = None
         self.stops = 0
         self.attaches = 0  # the first client is the one that started it: no replay to redraw
-        self.pid, self.master = pty.fork()
-        if self.pid == 0:  # claude
-            try:
-                os.execvp(argv[0], argv)
-            except OSError as exc:
-                os.write(2, f"claude-nvim: cannot run {argv[0]}: {exc.strerror}\r\n".encode())
-            os._exit(127)
-        set_window(self.master, *size)
+        self.pid, self.master = claude, master  # claude, started (launch.spawn)
         os.set_blocking(self.master, False)
-        record.update(claude=self.pid)
         write_record(record_path, record)
 
     def run(self) -> int:
@@ -316,12 +302,3 @@ class Holder:
         if self.nudge_at is None:
             set_window(self.master, *size)
 
-
-def daemonise() -> None:
-    """This process, a session of its own, with no terminal: Neovim's quitting leaves it."""
-    os.setsid()
-    null = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(null, fd)
-    if null > 2:
-        os.close(null)

@@ -1,0 +1,135 @@
+"""The start of ``claude-nvim hold``: claude first, everything else while it starts.
+
+This is the command of every held Claude's terminal, and claude needs about a second before it
+connects: each millisecond before its fork is a millisecond later connected. So this module
+loads nothing but built-in modules; the client forks the holder, the holder forks claude in its
+pseudo-terminal at once, and only then does either load the rest (the holder's socket and
+record, the client's relay: about 0.1 s of imports). :func:`quick` takes the plugin's own
+command lines before argparse and logging load; anything else goes through ``claude-nvim``'s
+parser, for its help and its errors.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import struct
+import sys
+import termios
+import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NoReturn
+
+
+def quick(args: list[str]) -> int | None:
+    """Run ``claude-nvim hold ARGS`` if they are of the forms the plugin writes (``--attach
+    SOCK``; ``[--number N] [--name NAME] [--project DIR] -- COMMAND ...``); None otherwise."""
+    if len(args) == 2 and args[0] == "--attach":
+        from .client import attach
+        return attach(args[1])
+    options: dict[str, str] = {}
+    at = 0
+    while at + 1 < len(args) and args[at] in ("--number", "--name", "--project"):
+        options[args[at]] = args[at + 1]
+        at += 2
+    number = options.get("--number", "1")
+    if args[at:at + 1] != ["--"] or len(args) == at + 1 or not number.isdigit():
+        return None
+    return start(int(number), options.get("--name"), options.get("--project"), args[at + 1:])
+
+
+def start(number: int, name: str | None, project: str | None, argv: list[str]) -> int:
+    """Start claude (``argv``) under a new holder, as Claude ``number`` of ``project`` (default:
+    this directory), and attach this terminal to it; claude's exit status, or 1 and why."""
+    project = os.path.realpath(project or os.getcwd())
+    size = window(sys.stdin.fileno())
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the holder: claude's terminal from now on
+        os.close(ready_r)
+        _hold(ready_w, number, name, project, argv, size)
+    # The client: its holder, a child that lives on, reaped by the system when it ends.
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    os.close(ready_w)
+    from . import client  # while the holder starts
+    said = b""
+    while chunk := os.read(ready_r, 4096):
+        said += chunk
+    os.close(ready_r)
+    if not said.startswith(b"ok "):
+        message = said.decode(errors="replace") or "hold: the holder did not start"
+        print(f"claude-nvim: {message}", file=sys.stderr)
+        return 1
+    return client.attach(os.fsdecode(said[3:]))
+
+
+def _hold(ready: int, number: int, name: str | None, project: str, argv: list[str],
+          size: tuple[int, int]) -> NoReturn:
+    """The holder: in a session of its own (Neovim's quitting leaves it), claude started, then
+    its socket and record; says ``ok SOCKET`` or why not on ``ready``, then serves."""
+    code = 1
+    claude = master = -1
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.close(null)
+        claude, master = spawn(argv, size)
+        from .._project import project_dir
+        from .holder import Holder, bind
+        directory = project_dir(project)
+        listener = bind(directory / f"claude-{number}.sock")
+        record = {"holder": os.getpid(), "number": number, "name": name, "argv": argv,
+                  "project": project, "socket": listener.getsockname(), "started": time.time(),
+                  "attached": None, "claude": claude}
+        held = Holder(listener, directory / f"claude-{number}.json", record, claude, master,
+                      size)
+        os.write(ready, b"ok " + os.fsencode(listener.getsockname()))
+        os.close(ready)
+        code = held.run()
+    except BaseException as exc:
+        if claude > 0:  # started for nothing, not a second ago: nothing of its to keep
+            try:
+                os.killpg(claude, signal.SIGKILL)
+                os.waitpid(claude, 0)
+            except OSError:
+                pass
+        os.write(ready, f"hold: {exc}".encode()[:4000])
+    os._exit(code)
+
+
+def spawn(argv: list[str], size: tuple[int, int]) -> tuple[int, int]:
+    """``argv`` started in a new pseudo-terminal of ``size`` (its session's): its pid and the
+    terminal's master end. If it cannot run, it says so there and exits 127."""
+    master, slave = os.openpty()
+    set_window(slave, *size)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(master)
+            os.login_tty(slave)
+            os.execvp(argv[0], argv)
+        except OSError as exc:
+            os.write(2, f"claude-nvim: cannot run {argv[0]}: {exc.strerror}\r\n".encode())
+        os._exit(127)
+    os.close(slave)
+    return pid, master
+
+
+def window(fd: int) -> tuple[int, int]:
+    """The rows and columns of the terminal at ``fd`` (24x80 if it is none)."""
+    try:
+        rows, cols, _, _ = struct.unpack(
+            "HHHH", fcntl.ioctl(fd, termios.TIOCGWINSZ, b"\0" * 8))
+    except OSError:
+        return 24, 80
+    return rows or 24, cols or 80
+
+
+def set_window(fd: int, rows: int, cols: int) -> None:
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
