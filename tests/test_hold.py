@@ -337,6 +337,7 @@ def test_a_holder_drops_what_is_not_its_wire_and_serves_on(tmp_path, monkeypatch
                 assert time.monotonic() < deadline
                 time.sleep(0.02)
             assert not os.path.exists(sock)
+            assert not os.path.exists(os.path.dirname(sock))  # the last one out: the directory
         finally:
             end_holders(runtime)
             if client.poll() is None:

@@ -138,6 +138,9 @@ class Holder:
             self.record_path.unlink(missing_ok=True)
             with contextlib.suppress(OSError):
                 os.unlink(self.listener.getsockname())
+            with contextlib.suppress(OSError):  # only when empty: no Claude, no server left
+                self.record_path.parent.rmdir()
+                self.record_path.parent.parent.rmdir()
         return self.status
 
     def interest(self) -> None:

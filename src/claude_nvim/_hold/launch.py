@@ -82,8 +82,14 @@ def _hold(ready: int, number: int, name: str | None, project: str, argv: list[st
         claude, master = spawn(argv, size)
         from .._project import project_dir
         from .holder import Holder, bind
-        directory = project_dir(project)
-        listener = bind(directory / f"claude-{number}.sock")
+        for tries_left in (1, 0):  # a last holder or server may take the empty directory
+            directory = project_dir(project)
+            try:
+                listener = bind(directory / f"claude-{number}.sock")
+                break
+            except FileNotFoundError:
+                if not tries_left:
+                    raise
         record = {"holder": os.getpid(), "number": number, "name": name, "argv": argv,
                   "project": project, "socket": listener.getsockname(), "started": time.time(),
                   "attached": None, "claude": claude}
