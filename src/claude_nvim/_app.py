@@ -346,7 +346,8 @@ class App:
         for diff in self.diffs.pending():  # their tabs went with Neovim
             self.diffs.settle(diff.id, "rejected")
         self.on_linger()
-        log.info("lingering for %d Claude(s) of %s", self._connections, self.project)
+        log.info("lingering for %d Claude(s) (%d connections) of %s", len(self.claudes),
+                 self._connections, self.project)
         async with trio.open_nursery() as nursery, \
                 control(self.project, self.port) as asked:
             idle = trio.current_time()
