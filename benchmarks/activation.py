@@ -62,8 +62,10 @@ def variants(before: Path, claudecode: Path | None, stand_in: str) -> list[Varia
                        "ClaudeNvim", settled)
 
     python = [sys.executable, "-m", "claude_nvim"]
-    # Before, the server started once a UI was up: settled when it is ready.
+    # Before socket activation, the server started once a UI was up: settled when it is ready.
     found = [ours("claude-nvim before", before, ["env", f"PYTHONPATH={before / 'src'}", *python],
+                  "if require('claude_nvim').config.start_server == 'first_use' then "
+                  "return true end "
                   "local s = vim.g.claude_nvim_server; return s ~= nil and s.claude ~= nil"),
              ours("claude-nvim after", ROOT, python, "return true"),  # the default: held
              ours("after, outlive=false", ROOT, python, "return true",
