@@ -388,3 +388,41 @@ def _cmdline(pid: str) -> bytes:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return b""
+
+
+def lua_hold_command(tmp_path: Path, cmd: list[str] | str) -> list[str]:
+    """What lua/claude_nvim/held.lua runs for `claude-nvim hold --attach SOCK` with opts.cmd."""
+    chunk = tmp_path / "hold_command.lua"
+    chunk.write_text(
+        "require('claude_nvim').setup({ cmd = vim.json.decode(_G.arg[1]) }) "
+        "io.stdout:write(vim.json.encode(require('claude_nvim.held').hold_command("
+        "{ '--attach', 'SOCK' })))")
+    done = subprocess.run(
+        [find_nvim(), "--clean", "--headless", "--cmd", f"set rtp^={ROOT}", "-l", str(chunk),
+         json.dumps(cmd)], capture_output=True, text=True, timeout=60, check=True)
+    return json.loads(done.stdout)
+
+
+def test_the_holder_starts_with_the_installs_python_and_no_site(tmp_path):
+    """The plugin runs the holder's start from its checkout with no site where it knows the
+    install's Python (claude starts only once that has run); else `claude-nvim hold`."""
+    fast = [sys.executable, "-I", "-S", "-c"]
+    by_module = lua_hold_command(tmp_path, [sys.executable, "-m", "claude_nvim"])
+    assert by_module[:4] == fast and by_module[5:] == [str(ROOT / "src"), "--attach", "SOCK"]
+    script = tmp_path / "claude-nvim"  # as pip writes a console script
+    script.write_text(f"#!{sys.executable}\n# -*- coding: utf-8 -*-\nimport re\n")
+    script.chmod(0o755)
+    assert lua_hold_command(tmp_path, str(script))[:4] == fast
+    # pip's form for a long path or one with spaces names sh, not Python: the plain command.
+    script.write_text(f"#!/bin/sh\n'''exec' '{sys.executable}' \"$0\" \"$@\"\n' '''\n")
+    assert lua_hold_command(tmp_path, str(script)) == [str(script), "hold", "--attach", "SOCK"]
+    wrapped = ["env", "A=1", str(script)]
+    assert lua_hold_command(tmp_path, wrapped) == [*wrapped, "hold", "--attach", "SOCK"]
+    # The command it gives runs: a socket no holder serves is said so.
+    done = subprocess.run(by_module[:-1] + [str(tmp_path / "none.sock")],
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 1 and "no Claude holds" in done.stderr
+    odd = subprocess.run(by_module[:-2] + ["--number"], capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert odd.returncode == 2 and "not a command line of the plugin's" in odd.stderr

@@ -15,17 +15,10 @@ function M.enabled()
   return opts.outlive ~= false and vim.fn.has('unix') == 1
 end
 
---- The project's working directory (Neovim's, when the plugin first needed it) and the
---- holders' directory (made, unless `existing`); nil and why when that directory is not ours
---- alone (or not there).
----@param existing? boolean
----@return string|nil dir
----@return string cwd_or_why
-function M.dir(existing)
+-- The project: Neovim's working directory when the plugin first needed it.
+local function project_cwd()
   project = project or vim.fn.getcwd()
-  local dir, why = require('claude_nvim.project').dir(project, existing)
-  if not dir then return nil, why or '?' end
-  return dir, project
+  return project
 end
 
 local MAX_RECORD = 64 * 1024
@@ -54,7 +47,8 @@ end
 --- The live holders of this project, by number.
 ---@return claude_nvim.Holder[]
 function M.holders()
-  local dir = M.dir(true)  -- a Neovim that only looks makes no directory
+  -- A Neovim that only looks makes no directory.
+  local dir = require('claude_nvim.project').dir(project_cwd(), true)
   local handle = dir and uv.fs_scandir(dir)
   local found = {}
   while handle do
@@ -73,6 +67,50 @@ function M.holders()
   return found
 end
 
+--- The socket of Claude `n`'s holder (whose start makes the directory, and checks it).
+---@param n integer
+---@return string
+function M.socket(n)
+  return require('claude_nvim.project').path(project_cwd()) .. '/claude-' .. n .. '.sock'
+end
+
+-- claude starts only once its holder has (and then needs a second before it connects): so
+-- where the install's Python is known, the holder runs from this checkout's src/ with no
+-- site, argparse or logging (`python -I -S`: 30 ms sooner than `claude-nvim hold`, under
+-- load); it needs only the standard library (src/claude_nvim/_hold/launch.py).
+local SRC = debug.getinfo(1, 'S').source:sub(2):match('^(.*)/lua/claude_nvim/held%.lua$')
+SRC = SRC and SRC .. '/src'
+local BOOT = 'import sys; sys.path.insert(0, sys.argv.pop(1)); '
+  .. 'from claude_nvim._hold.launch import main; sys.exit(main(sys.argv[1:]))'
+
+-- The Python that runs the claude-nvim command `cmd`: `{python, '-m', 'claude_nvim'}`'s, or
+-- the one its script names (`#!/…/python3`); nil when neither.
+local function python_of(cmd)
+  if #cmd == 3 and cmd[2] == '-m' and cmd[3] == 'claude_nvim' then return cmd[1] end
+  if #cmd ~= 1 then return nil end
+  local file = io.open(cmd[1], 'rb')
+  if not file then return nil end
+  local head = file:read(512) or ''
+  file:close()
+  local python = head:match('^#!(/%S+)\r?\n')
+  return python and vim.fs.basename(python):match('^python[%d.]*$') and python or nil
+end
+
+--- The command of a terminal that runs `claude-nvim hold ARGS`; nil and why when there is no
+--- claude-nvim to run.
+---@param args string[]
+---@return string[]|nil
+---@return string|nil why
+function M.hold_command(args)
+  local cmd, why = require('claude_nvim').command()
+  if not cmd then return nil, why end
+  local python = SRC and python_of(cmd)
+  if python and uv.fs_stat(SRC .. '/claude_nvim/_hold/launch.py') then
+    return vim.list_extend({ python, '-I', '-S', '-c', BOOT, SRC }, args)
+  end
+  return vim.list_extend(cmd, vim.list_extend({ 'hold' }, args))
+end
+
 --- The command of a terminal that starts `argv` (claude and its arguments) as Claude `n`
 --- under a new holder; nil and why when there is no claude-nvim to run.
 ---@param n integer
@@ -80,22 +118,15 @@ end
 ---@return string[]|nil
 ---@return string|nil why
 function M.start_command(n, argv)
-  local cmd, why = require('claude_nvim').command()
-  local _, cwd = M.dir()
-  if not cmd then return nil, why end
-  return vim.list_extend(cmd, vim.list_extend(
-    { 'hold', '--number', tostring(n), '--project', cwd, '--' }, argv))
+  return M.hold_command(vim.list_extend(
+    { '--number', tostring(n), '--project', project_cwd(), '--' }, argv))
 end
 
 --- The command of a terminal attached to the holder at `sock`.
 ---@param sock string
 ---@return string[]|nil
 ---@return string|nil why
-function M.attach_command(sock)
-  local cmd, why = require('claude_nvim').command()
-  if not cmd then return nil, why end
-  return vim.list_extend(cmd, { 'hold', '--attach', sock })
-end
+function M.attach_command(sock) return M.hold_command({ '--attach', sock }) end
 
 -- A frame of the holder's wire (src/claude_nvim/_hold/protocol.py): its kind, its length in
 -- four bytes (big-endian), its payload.

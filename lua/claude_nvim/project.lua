@@ -28,6 +28,16 @@ local function own_dir(path, existing)
   return path
 end
 
+local function key_path(top, cwd)
+  return top .. '/' .. vim.fn.sha256(uv.fs_realpath(cwd) or cwd):sub(1, 16)
+end
+
+--- The path of the project's directory at `cwd` (default: Neovim's working directory), as
+--- it is or will be: neither made nor checked (whoever makes it, M.dir or a holder, checks it).
+---@param cwd? string
+---@return string
+function M.path(cwd) return key_path(root(), cwd or vim.fn.getcwd()) end
+
 --- The directory of the project at `cwd` (default: Neovim's working directory), made if need
 --- be (unless `existing`: a Neovim that only looks makes nothing); nil and why when it or its
 --- root is not this user's alone, or with `existing`, is not there.
@@ -39,8 +49,7 @@ function M.dir(cwd, existing)
   cwd = cwd or vim.fn.getcwd()
   local top, why = own_dir(root(), existing)
   if not top then return nil, why end
-  local real = uv.fs_realpath(cwd) or cwd
-  return own_dir(top .. '/' .. vim.fn.sha256(real):sub(1, 16), existing)
+  return own_dir(key_path(top, cwd), existing)
 end
 
 return M

@@ -256,12 +256,9 @@ local function run(claude, info, args)
     if not claude_nvim then return failed(claude, why) end
     cmd = remote.claude_command(claude_nvim, vim.list_slice(cmd, 2))
   elseif held().enabled() then  -- its holder is this terminal's child; its socket is known
-    local dir
-    dir, why = held().dir()
-    if not dir then return failed(claude, why) end
     cmd, why = held().start_command(claude.n, cmd)
     if not cmd then return failed(claude, why) end
-    claude.sock = dir .. '/claude-' .. claude.n .. '.sock'
+    claude.sock = held().socket(claude.n)
   end
   launch(claude, cmd, info.claude.env, exe)
 end

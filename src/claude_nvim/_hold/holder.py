@@ -171,10 +171,13 @@ class Holder:
             os.killpg(self.pid, signal.SIGKILL if self.stops >= 3 else signal.SIGHUP)
 
     def reap(self) -> None:
-        with contextlib.suppress(ChildProcessError):
+        try:
             pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid == self.pid:
-                self.status = p.exit_status(status)
+        except ChildProcessError:  # reaped by the system (SIGCHLD ignored when it ended)
+            self.status = 1
+            return
+        if pid == self.pid:
+            self.status = p.exit_status(status)
 
     def finish(self) -> None:
         """claude exited: what it wrote last, then its status, to the client."""

@@ -6,18 +6,18 @@ loads nothing but built-in modules; the client forks the holder, the holder fork
 pseudo-terminal at once, and only then does either load the rest (the holder's socket and
 record, the client's relay: about 0.1 s of imports). :func:`quick` takes the plugin's own
 command lines before argparse and logging load; anything else goes through ``claude-nvim``'s
-parser, for its help and its errors.
+parser, for its help and its errors. Where the plugin knows the install's Python, it runs
+:func:`main` with no site at all (``python -I -S``), from its checkout: this needs only the
+standard library.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
-import signal
 import struct
 import sys
 import termios
-import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -41,6 +41,17 @@ def quick(args: list[str]) -> int | None:
     return start(int(number), options.get("--name"), options.get("--project"), args[at + 1:])
 
 
+def main(args: list[str]) -> int:
+    """Run ``claude-nvim hold ARGS`` as the plugin does where it knows the install's Python:
+    this package by its path, with no site (``lua/claude_nvim/held.lua``)."""
+    status = quick(args)
+    if status is None:
+        print(f"claude-nvim: hold: not a command line of the plugin's: {args!r}",
+              file=sys.stderr)
+        return 2
+    return status
+
+
 def start(number: int, name: str | None, project: str | None, argv: list[str]) -> int:
     """Start claude (``argv``) under a new holder, as Claude ``number`` of ``project`` (default:
     this directory), and attach this terminal to it; claude's exit status, or 1 and why."""
@@ -52,6 +63,7 @@ def start(number: int, name: str | None, project: str | None, argv: list[str]) -
         os.close(ready_r)
         _hold(ready_w, number, name, project, argv, size)
     # The client: its holder, a child that lives on, reaped by the system when it ends.
+    import signal  # (enum, and 10 ms, before claude's fork: after it)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     os.close(ready_w)
     from . import client  # while the holder starts
@@ -73,13 +85,15 @@ def _hold(ready: int, number: int, name: str | None, project: str, argv: list[st
     code = 1
     claude = master = -1
     try:
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         os.setsid()
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(null, fd)
         os.close(null)
         claude, master = spawn(argv, size)
+        import signal
+        import time
+
         from .._project import project_dir
         from .holder import Holder, bind
         for tries_left in (1, 0):  # a last holder or server may take the empty directory
