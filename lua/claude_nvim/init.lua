@@ -295,36 +295,45 @@ end
 
 -- The server on a socket bound here (claude_nvim.activate): spawned with the listening socket
 -- as its fd 3, which jobstart cannot hand over. Its job is a table { stop = fn }. `detach`: it
--- may outlive Neovim (then it ends by itself).
+-- may outlive Neovim (then it ends by itself). Spawned on the next turn of the loop: the claude
+-- that is waiting for it starts first (its connection waits in the socket's backlog), and
+-- forking Neovim for the server (up to ~10 ms) is not on the way to its start.
 local function serve_activated(cmd, args, activation, detach)
   local activate = require('claude_nvim.activate')
-  local job, said, stderr = {}, nil, uv.new_pipe(false)
-  args = vim.list_extend(vim.list_slice(cmd, 2), vim.list_extend(args, { '--listen-fd', '3' }))
-  local rest = ''  -- stderr's unfinished line
-  local process ---@type uv.uv_process_t? (on_exit runs after spawn returned it)
-  local pid
-  process, pid = uv.spawn(cmd[1], { args = args, env = activation.env, detached = detach,
-    stdio = { nil, nil, stderr, activation.fd }, cwd = vim.fn.getcwd() },
-    function(code) vim.schedule(function()
-      process:close()
-      stderr:close()
-      exited(job, code, error_line({ rest }, said))
-    end) end)
-  activate.handed_over(activation)
-  if not process then
-    stderr:close()
-    activate.clean_up(activation)
-    return settle(false, 'cannot run ' .. cmd[1] .. ': ' .. tostring(pid))
+  local job, process, cancelled = {}, nil, false ---@type table, uv.uv_process_t?, boolean
+  job.stop = function()
+    cancelled = true
+    if process and not process:is_closing() then process:kill('sigterm') end
   end
-  stderr:read_start(function(_, data)
-    if not data then return end
-    local lines = vim.split(rest .. data, '\n')
-    rest = table.remove(lines)
-    said = error_line(lines, said)
-  end)
-  job.stop = function() if not process:is_closing() then process:kill('sigterm') end end
   activation.job = job
   serving, activated = job, activation
+  args = vim.list_extend(vim.list_slice(cmd, 2), vim.list_extend(args, { '--listen-fd', '3' }))
+  vim.schedule(function()
+    if cancelled then  -- stopped before it started
+      activate.handed_over(activation)
+      return exited(job, 0, nil)
+    end
+    local said, rest, stderr = nil, '', uv.new_pipe(false)  -- rest: stderr's unfinished line
+    local pid
+    process, pid = uv.spawn(cmd[1], { args = args, env = activation.env, detached = detach,
+      stdio = { nil, nil, stderr, activation.fd }, cwd = vim.fn.getcwd() },
+      function(code) vim.schedule(function()
+        if process then process:close() end
+        stderr:close()
+        exited(job, code, error_line({ rest }, said))
+      end) end)
+    activate.handed_over(activation)
+    if not process then
+      stderr:close()
+      return exited(job, 127, 'cannot run ' .. cmd[1] .. ': ' .. tostring(pid))
+    end
+    stderr:read_start(function(_, data)
+      if not data then return end
+      local lines = vim.split(rest .. data, '\n')
+      rest = table.remove(lines)
+      said = error_line(lines, said)
+    end)
+  end)
 end
 
 -- The server in a job of Neovim's, binding its own socket.

@@ -258,7 +258,9 @@ local function run(claude, info, args)
   elseif held().enabled() then  -- its holder is this terminal's child; its socket is known
     cmd, why = held().start_command(claude.n, cmd)
     if not cmd then return failed(claude, why) end
-    claude.sock = held().socket(claude.n)
+    launch(claude, cmd, info.claude.env, exe)
+    claude.sock = held().socket(claude.n)  -- after: a first sha256() takes ~4 ms
+    return
   end
   launch(claude, cmd, info.claude.env, exe)
 end
