@@ -17,7 +17,7 @@ import termios
 import tty
 
 from . import protocol as p
-from .launch import window
+from .terminal import window
 
 
 def attach(path: str) -> int:

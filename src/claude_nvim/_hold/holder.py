@@ -22,7 +22,7 @@ from typing import Any
 
 from .._project import write_record
 from . import protocol as p
-from .launch import set_window
+from .terminal import set_window
 
 RING_BYTES = 1 << 20
 BEHIND = 256 * 1024

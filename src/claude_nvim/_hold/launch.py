@@ -13,11 +13,10 @@ standard library.
 
 from __future__ import annotations
 
-import fcntl
 import os
-import struct
 import sys
-import termios
+
+from .terminal import set_window, window
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -139,17 +138,3 @@ def spawn(argv: list[str], size: tuple[int, int]) -> tuple[int, int]:
         os._exit(127)
     os.close(slave)
     return pid, master
-
-
-def window(fd: int) -> tuple[int, int]:
-    """The rows and columns of the terminal at ``fd`` (24x80 if it is none)."""
-    try:
-        rows, cols, _, _ = struct.unpack(
-            "HHHH", fcntl.ioctl(fd, termios.TIOCGWINSZ, b"\0" * 8))
-    except OSError:
-        return 24, 80
-    return rows or 24, cols or 80
-
-
-def set_window(fd: int, rows: int, cols: int) -> None:
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
