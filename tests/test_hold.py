@@ -105,6 +105,19 @@ def test_frames_come_out_as_they_went_in_whatever_the_cuts():
         p.Reader(limit=10).feed(p.frame(p.INPUT, b"x" * 11))
 
 
+def test_an_attach_carries_its_neovims_address_bounded():
+    assert p.read_attach(p.attach(40, 120, "/run/user/1/nvim.7.0")) == (
+        (40, 120), "/run/user/1/nvim.7.0")
+    assert p.read_attach(p.window(40, 120)) == ((40, 120), None)  # an older client's
+    for nvim in (None, "", "x" * (p.MAX_ADDRESS + 1), "/tmp/\udcff"):  # none, or not sent
+        assert p.attach(24, 80, nvim) == p.window(24, 80)
+    assert p.read_attach(p.attach(24, 80, "é" * (p.MAX_ADDRESS // 2)))[1] == "é" * 2048
+    for bad in (p.window(24, 80) + b"x" * (p.MAX_ADDRESS + 1), p.window(24, 80) + b"\xff",
+                b"\0\1"):
+        with pytest.raises(p.ProtocolError):
+            p.read_attach(bad)
+
+
 def test_the_ring_keeps_the_last_bytes_and_no_more():
     ring = p.Ring(10)
     for chunk in (b"0123", b"4567", b"89ab", b"", b"cdefghijklmnop"):
@@ -304,7 +317,7 @@ def test_a_holder_drops_what_is_not_its_wire_and_serves_on(tmp_path, monkeypatch
         client = subprocess.Popen(
             [sys.executable, "-m", "claude_nvim", "hold", "--number", "4", "--project",
              str(tmp_path), "--", "cat"], stdin=slave, stdout=slave, stderr=slave,
-            start_new_session=True)
+            start_new_session=True, env={**os.environ, "NVIM": "/run/nvim-of-the-terminal"})
         os.close(slave)
         try:
             deadline = time.monotonic() + WAIT
@@ -313,6 +326,7 @@ def test_a_holder_drops_what_is_not_its_wire_and_serves_on(tmp_path, monkeypatch
                 time.sleep(0.02)
             record = records(runtime)[4]
             assert record["argv"] == ["cat"] and record["attached"] == client.pid
+            assert record["nvim"] == "/run/nvim-of-the-terminal"  # for claude's editor
             sock = record["socket"]
             assert os.stat(sock).st_mode & 0o777 == 0o600
             for garbage in (b"Z\0\0\0\0", p.HEADER.pack(p.INPUT, p.MAX_PAYLOAD + 1), b"\xff" * 64):
@@ -328,6 +342,7 @@ def test_a_holder_drops_what_is_not_its_wire_and_serves_on(tmp_path, monkeypatch
                 second.settimeout(WAIT)
                 answer = p.Reader().feed(second.recv(4096))
                 assert answer[0][0] == p.REFUSED and b"another Neovim" in answer[0][1]
+            assert records(runtime)[4]["nvim"] == "/run/nvim-of-the-terminal"
             os.write(master, b"still served\r")
             read_until(master, b"still served\r\n")  # cat's line, through the holder
             os.write(master, b"\x04")  # cat ends: its holder too, and the client with its code

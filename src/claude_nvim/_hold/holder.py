@@ -32,6 +32,10 @@ MAX_CONNECTIONS = 8
 NUDGE_SECONDS = 0.2
 """After a replay at claude's own size, the window is one column narrower this long: a real
 change of size, so that claude draws its screen again (node reports only changes)."""
+RECORD_VAR = "CLAUDE_NVIM_HOLDER"
+"""claude's environment names its holder's JSON file in this: its editor (claude_editor.lua)
+reads there the address of the Neovim attached now (``nvim``), not the one ``$NVIM`` names
+(the Neovim claude started in, which may have quit since)."""
 
 
 def bind(path: Path) -> socket.socket:
@@ -105,6 +109,7 @@ class Holder:
         self.attaches = 0  # the first client is the one that started it: no replay to redraw
         self.pid, self.master = pty.fork()
         if self.pid == 0:  # claude
+            os.environ[RECORD_VAR] = str(record_path)
             try:
                 os.execvp(argv[0], argv)
             except OSError as exc:
@@ -221,7 +226,7 @@ class Holder:
         if connection is self.attached:
             self.attached = None
             self.typing.clear()
-            self.record.update(attached=None)
+            self.record.update(attached=None, nvim=None)
             write_record(self.record_path, self.record)
 
     def claude_events(self, events: int) -> None:
@@ -287,13 +292,13 @@ class Holder:
                 with contextlib.suppress(OSError):
                     connection.sock.sendall(connection.out)
                 return self.drop(connection)
+            size, nvim = p.read_attach(payload)
             if other is not None and other is not connection:
                 self.drop(other)
             self.attached = connection
             self.attaches += 1
-            self.record.update(attached=connection.pid)
+            self.record.update(attached=connection.pid, nvim=nvim)
             write_record(self.record_path, self.record)
-            size = p.read_window(payload)
             nudge = size == self.size and self.attaches > 1
             connection.out += p.frames(p.OUTPUT, self.ring.contents())
             if nudge:  # a real change of size, then back: claude draws its screen again
