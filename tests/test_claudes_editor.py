@@ -84,6 +84,7 @@ async def test_the_prompt_opens_beside_claude_and_comes_back_when_written(ui, ap
     env = await published_env(ui)
     assert env["VISUAL"] == env["EDITOR"] and env["VISUAL"].split(" ")[1] == "-l"
     assert "VISUAL" not in await ui.exec_lua("return vim.fn.environ()")  # not Neovim's own
+    assert env["CLAUDE_NVIM_HOLDER"] == ""  # a holder's, for its claude alone: not inherited
     claude = await run_claude(ui, ctrl_g, "fix the parser")
     shown = await eventually(ui, FLOAT)
     assert shown["over"] == claude and shown["relative"] == "win" and shown["current"]
@@ -94,6 +95,34 @@ async def test_the_prompt_opens_beside_claude_and_comes_back_when_written(ui, ap
     back = await eventually(ui, "return vim.api.nvim_get_mode().mode == 't' and "
                                 "vim.api.nvim_get_current_win()")
     assert back == claude
+
+
+@pytest.mark.parametrize("record", ["fifo", "huge", "not json", "dead address"])
+async def test_with_no_usable_holders_file_the_editor_opens_in_nvims(ui, app, tmp_path,
+                                                                     ctrl_g, record):
+    # A held claude's editor asks its holder's file first ($CLAUDE_NVIM_HOLDER): a file it
+    # cannot use, or a Neovim gone since, and it opens the file in $NVIM's (this one), at once.
+    path = tmp_path / "claude-1.json"
+    with headless_nvim(cwd=tmp_path) as (other, _):
+        if record == "fifo":
+            os.mkfifo(path)  # read, it would block for ever
+        elif record == "huge":  # naming a live Neovim, but over the size read: not asked
+            path.write_text(json.dumps({"nvim": other, "pad": "x" * (1 << 20)}))
+        elif record == "not json":
+            path.write_text('{"nvim": ')
+        else:
+            path.write_text(json.dumps({"nvim": str(tmp_path / "gone.sock")}))
+        env = {**await published_env(ui), "CLAUDE_NVIM_HOLDER": str(path)}
+        claude = await ui.exec_lua("""
+            local env, cmd = ...
+            vim.cmd('botright vsplit | enew')
+            vim.fn.termopen(cmd, { env = env })
+            return vim.api.nvim_get_current_win()""", env,
+            [sys.executable, str(ctrl_g), str(ctrl_g.parent), "text"])
+        shown = await eventually(ui, FLOAT)
+        assert shown["over"] == claude and shown["lines"] == ["text"]
+        await ui.request("nvim_input", ":wq<CR>")
+        assert await result(tmp_path) == {"code": 0, "text": "text\n"}
 
 
 async def test_closed_unwritten_the_edit_is_discarded(ui, app, tmp_path, ctrl_g):

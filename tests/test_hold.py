@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from claude_nvim._hold import launch
 from claude_nvim._hold import protocol as p
 from claude_nvim._nvim.headless import find_nvim
 from claude_nvim._project import UnsafeDirectory, project_dir
@@ -71,6 +72,21 @@ def test_python_and_lua_agree_on_the_project_directory(tmp_path, runtime, monkey
     assert lua_project_dir(project, dict(os.environ)) == str(fallback)
 
 
+def test_the_launch_names_the_record_where_the_holder_writes_it(tmp_path, runtime,
+                                                              monkeypatch):
+    """claude's $CLAUDE_NVIM_HOLDER is computed before the holder loads _project (claude
+    starts first): the same file, with and without XDG_RUNTIME_DIR."""
+    project = tmp_path / "project"
+    project.mkdir()
+    def agree() -> bool:
+        return launch.record_path(str(project), 3) == str(project_dir(str(project))
+                                                          / "claude-3.json")
+    assert agree()
+    monkeypatch.delenv("XDG_RUNTIME_DIR")
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    assert agree()
+
+
 @pytest.mark.parametrize("how", ["symlink", "group bits", "other owner"])
 def test_a_root_that_is_not_ours_alone_is_refused(tmp_path, runtime, how):
     root = runtime / "claude-nvim"
@@ -103,6 +119,19 @@ def test_frames_come_out_as_they_went_in_whatever_the_cuts():
         p.Reader().feed(b"Z\0\0\0\0")
     with pytest.raises(p.ProtocolError):
         p.Reader(limit=10).feed(p.frame(p.INPUT, b"x" * 11))
+
+
+def test_an_attach_carries_its_neovims_address_bounded():
+    assert p.read_attach(p.attach(40, 120, "/run/user/1/nvim.7.0")) == (
+        (40, 120), "/run/user/1/nvim.7.0")
+    assert p.read_attach(p.window(40, 120)) == ((40, 120), None)  # an older client's
+    for nvim in (None, "", "x" * (p.MAX_ADDRESS + 1), "/tmp/\udcff"):  # none, or not sent
+        assert p.attach(24, 80, nvim) == p.window(24, 80)
+    assert p.read_attach(p.attach(24, 80, "é" * (p.MAX_ADDRESS // 2)))[1] == "é" * 2048
+    for bad in (p.window(24, 80) + b"x" * (p.MAX_ADDRESS + 1), p.window(24, 80) + b"\xff",
+                b"\0\1"):
+        with pytest.raises(p.ProtocolError):
+            p.read_attach(bad)
 
 
 def test_the_ring_keeps_the_last_bytes_and_no_more():
@@ -304,7 +333,7 @@ def test_a_holder_drops_what_is_not_its_wire_and_serves_on(tmp_path, monkeypatch
         client = subprocess.Popen(
             [sys.executable, "-m", "claude_nvim", "hold", "--number", "4", "--project",
              str(tmp_path), "--", "cat"], stdin=slave, stdout=slave, stderr=slave,
-            start_new_session=True)
+            start_new_session=True, env={**os.environ, "NVIM": "/run/nvim-of-the-terminal"})
         os.close(slave)
         try:
             deadline = time.monotonic() + WAIT
@@ -313,6 +342,7 @@ def test_a_holder_drops_what_is_not_its_wire_and_serves_on(tmp_path, monkeypatch
                 time.sleep(0.02)
             record = records(runtime)[4]
             assert record["argv"] == ["cat"] and record["attached"] == client.pid
+            assert record["nvim"] == "/run/nvim-of-the-terminal"  # for claude's editor
             sock = record["socket"]
             assert os.stat(sock).st_mode & 0o777 == 0o600
             for garbage in (b"Z\0\0\0\0", p.HEADER.pack(p.INPUT, p.MAX_PAYLOAD + 1), b"\xff" * 64):
@@ -328,6 +358,7 @@ def test_a_holder_drops_what_is_not_its_wire_and_serves_on(tmp_path, monkeypatch
                 second.settimeout(WAIT)
                 answer = p.Reader().feed(second.recv(4096))
                 assert answer[0][0] == p.REFUSED and b"another Neovim" in answer[0][1]
+            assert records(runtime)[4]["nvim"] == "/run/nvim-of-the-terminal"
             os.write(master, b"still served\r")
             read_until(master, b"still served\r\n")  # cat's line, through the holder
             os.write(master, b"\x04")  # cat ends: its holder too, and the client with its code
@@ -419,10 +450,10 @@ def test_the_holder_starts_with_the_installs_python_and_no_site(tmp_path):
     wrapped = ["env", "A=1", str(script)]
     assert lua_hold_command(tmp_path, wrapped) == [*wrapped, "hold", "--attach", "SOCK"]
     # The command it gives runs: a socket no holder serves is said so.
-    done = subprocess.run(by_module[:-1] + [str(tmp_path / "none.sock")],
+    done = subprocess.run([*by_module[:-1], str(tmp_path / "none.sock")],
                           stdin=subprocess.DEVNULL, capture_output=True, text=True,
                           timeout=60, check=False)
     assert done.returncode == 1 and "no Claude holds" in done.stderr
-    odd = subprocess.run(by_module[:-2] + ["--number"], capture_output=True, text=True,
+    odd = subprocess.run([*by_module[:-2], "--number"], capture_output=True, text=True,
                          timeout=60, check=False)
     assert odd.returncode == 2 and "not a command line of the plugin's" in odd.stderr

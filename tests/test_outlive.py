@@ -137,3 +137,63 @@ async def test_with_outlive_false_the_claudes_and_the_server_end_with_neovim(
     await until(lambda: not any(map(alive, (server, *pids))), "all end with Neovim")
     assert list((claude_dir / "cfg" / "ide").glob("*.lock")) == []
     assert not (project_dir(str(claude_dir)) / "server.json").exists()
+
+
+# The stand-in's Ctrl+G: "edit TEXT" typed into the current Claude's terminal.
+TYPE_EDIT = ("vim.api.nvim_chan_send(require('claude_nvim.terminal').info().job, "
+             "'edit ' .. ... .. '\\r')")
+# The float claude's editor opened: the window it is over, its title, its lines.
+FLOAT = """local config = vim.api.nvim_win_get_config(0)
+return config.relative ~= '' and { config.win, config.title,
+  vim.api.nvim_buf_get_lines(0, 0, -1, false) }"""
+
+
+def whole_json(path: Path) -> object:
+    """The JSON in ``path``, or None while it is not there whole."""
+    with contextlib.suppress(OSError, ValueError):
+        return json.loads(path.read_text())
+    return None
+
+
+async def editor_shown(user, edited: Path) -> list:
+    """What :data:`FLOAT` says once claude's editor shows; fails at once if it exits first
+    (it opened elsewhere, or in no Neovim)."""
+    with trio.fail_after(WAIT):
+        while not edited.exists():
+            if shown := await user.exec_lua(FLOAT):
+                return shown
+            await trio.sleep(0.05)
+    raise AssertionError(f"claude's editor exited, not shown here: {edited.read_text()}")
+
+
+async def test_claudes_editor_opens_in_the_neovim_that_adopted_it(
+        claude_dir, servers, monkeypatch):
+    # The user's own editor fails at once: what claude's editor falls back to with no Neovim.
+    monkeypatch.setenv("CLAUDE_NVIM_USER_EDITOR", "false")
+    async with neovim(claude_dir) as first:
+        await first.request("nvim_command", "ClaudeNvim")
+        await claudes_started(claude_dir, 1)
+        servers.add(await eventually(first, BOTH_CONNECTED.replace("== 2", "== 1"),
+                                     timeout=WAIT))
+        await until(lambda: held(claude_dir).get(1, {}).get("attached"), "attached")
+        await quit_neovim(first, ":qa!")
+    await until(lambda: held(claude_dir)[1]["nvim"] is None, "the first Neovim forgotten")
+
+    async with neovim(claude_dir) as user:  # adopts Claude 1, whose $NVIM is the first's
+        await user.request("nvim_command", "ClaudeNvim")
+        claude = await eventually(user, "local i = require('claude_nvim.terminal').info()\n"
+                                        "return i and i.win", timeout=WAIT)
+        client = await user.exec_lua(
+            "return vim.fn.jobpid(require('claude_nvim.terminal').info().job)")
+        await until(lambda: held(claude_dir)[1]["attached"] == client, "attached here")
+        assert held(claude_dir)[1]["nvim"] == await user.exec_lua("return vim.v.servername")
+        await user.exec_lua(TYPE_EDIT, "fix the parser")
+        edited = claude_dir / "edited.json"
+        over, title, text = await editor_shown(user, edited)
+        assert over == claude and text == ["fix the parser"]
+        assert "Claude 1 waits" in "".join(chunk[0] for chunk in title)
+        await user.request("nvim_input", "A, please<Esc>:wq<CR>")
+        await until(lambda: whole_json(edited) is not None, "the editor's exit")
+        assert whole_json(edited) == {"code": 0, "text": "fix the parser, please\n"}
+        assert await eventually(user, "return vim.api.nvim_get_mode().mode == 't' and "
+                                      "vim.api.nvim_get_current_win()") == claude

@@ -2,7 +2,8 @@
 -- prompt; plans, memory) and waits for it to exit: 0 keeps the edit, non-zero discards it. For
 -- the claudes started with what claude-nvim's server publishes, that command is
 -- `<this Neovim's nvim> -l <this file>`: a headless nvim that opens the file in the Neovim
--- whose terminal claude runs in ($NVIM), beside Claude, and exits once that buffer is closed:
+-- whose terminal claude runs in ($NVIM; for a held claude, the one attached to its holder
+-- now, as its holder's file says), beside Claude, and exits once that buffer is closed:
 -- 0 if it was written, 1 if not (abandoned) or if that Neovim went away. In no Neovim
 -- terminal it runs the user's own editor ($CLAUDE_NVIM_USER_EDITOR, else vi, else nano).
 -- What a reload refuses (not a regular file, over the size limit) is not opened: exit 1.
@@ -114,12 +115,32 @@ api.nvim_create_autocmd('BufWipeout', { buffer = buf, once = true, callback = fu
 end })
 ]==]
 
-local address = os.getenv('NVIM') or ''
+-- The address of the Neovim attached to this claude's holder now ($CLAUDE_NVIM_HOLDER names
+-- its JSON file, src/claude_nvim/_hold/holder.py), or nil. Read only from a regular file, and
+-- only so much of it: claude's environment is not to make this hang or eat memory.
+local MAX_RECORD = 64 * 1024
+local function holders_neovim()
+  local path = os.getenv('CLAUDE_NVIM_HOLDER') or ''
+  local stat = path ~= '' and uv.fs_stat(path)
+  if not stat or stat.type ~= 'file' or stat.size > MAX_RECORD then return nil end
+  local handle = io.open(path, 'rb')
+  if not handle then return nil end
+  local text = handle:read(MAX_RECORD)
+  handle:close()
+  local ok, record = pcall(vim.json.decode, text or '')
+  local nvim = ok and type(record) == 'table' and record.nvim
+  return type(nvim) == 'string' and nvim ~= '' and nvim or nil
+end
+
+-- A held claude outlives the Neovim it started in, whose address $NVIM still is: the Neovim
+-- that shows it now comes first.
 local chan = 0
-if address ~= '' and file then
-  local mode = address:match('^[%w%.%-]+:%d+$') and 'tcp' or 'pipe'
-  local ok, id = pcall(vim.fn.sockconnect, mode, address, { rpc = true })
-  chan = ok and id or 0
+for _, address in ipairs(file and { holders_neovim() or '', os.getenv('NVIM') or '' } or {}) do
+  if chan == 0 and address ~= '' then
+    local mode = address:match('^[%w%.%-]+:%d+$') and 'tcp' or 'pipe'
+    local ok, id = pcall(vim.fn.sockconnect, mode, address, { rpc = true })
+    chan = ok and id or 0
+  end
 end
 if chan == 0 then own_editor() end
 

@@ -471,7 +471,8 @@ function M.publish(port, remote)
 end
 
 --- What the claude started with this is told of its editor: not set in Neovim's environment.
-M.EDITOR_VARS = { VISUAL = true, EDITOR = true, CLAUDE_NVIM_USER_EDITOR = true }
+M.EDITOR_VARS = { VISUAL = true, EDITOR = true, CLAUDE_NVIM_USER_EDITOR = true,
+                  CLAUDE_NVIM_HOLDER = true }
 
 --- The environment a `claude` needs to connect to a server on `port` (M.publish; the plugin
 --- reads it before its server is up: socket activation). `remote`: as M.publish's.
@@ -495,6 +496,8 @@ function M.claude_env(port, remote)
   local editor = not remote and M.editor_command()
   if editor then  -- only for the claudes started with this: not in Neovim's environment
     env.VISUAL, env.EDITOR = editor, editor
+    -- Set by a holder for its claude (claude_editor.lua reads it): not inherited from one.
+    env.CLAUDE_NVIM_HOLDER = ''
     local own = vim.env.CLAUDE_NVIM_USER_EDITOR or vim.env.VISUAL or vim.env.EDITOR or ''
     env.CLAUDE_NVIM_USER_EDITOR = own ~= editor and own or ''
   end

@@ -1,8 +1,9 @@
 """The attach client: this terminal relayed to a holder's socket, and back.
 
 Its terminal (Neovim's) is put in raw mode: every key goes to claude as typed. Its window size
-goes along at attach and at each change (SIGWINCH). It ends with claude's status when claude
-exits, at once when its terminal closes (the holder goes on), or with 1 and why.
+goes along at attach and at each change (SIGWINCH); its Neovim's address ($NVIM) at attach, for
+claude's editor. It ends with claude's status when claude exits, at once when its terminal
+closes (the holder goes on), or with 1 and why.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ def attach(path: str) -> int:
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGWINCH, lambda *_: None)
     try:
-        sock.sendall(p.frame(p.ATTACH, p.window(*window(stdin))))
+        # $NVIM: the Neovim whose terminal this is (Neovim sets it in its jobs' environment).
+        sock.sendall(p.frame(p.ATTACH, p.attach(*window(stdin), os.environ.get("NVIM"))))
         return _relay(sock, stdin, stdout, wake_r)
     finally:
         if saved is not None:

@@ -31,7 +31,6 @@ NUDGE_SECONDS = 0.2
 """After a replay at claude's own size, the window is one column narrower this long: a real
 change of size, so that claude draws its screen again (node reports only changes)."""
 
-
 def bind(path: Path) -> socket.socket:
     """The holder's listening socket at ``path`` (0600); FileExistsError if a holder listens
     there already. A socket no one listens on (its holder was killed) is replaced."""
@@ -213,7 +212,7 @@ class Holder:
         if connection is self.attached:
             self.attached = None
             self.typing.clear()
-            self.record.update(attached=None)
+            self.record.update(attached=None, nvim=None)
             write_record(self.record_path, self.record)
 
     def claude_events(self, events: int) -> None:
@@ -279,13 +278,13 @@ class Holder:
                 with contextlib.suppress(OSError):
                     connection.sock.sendall(connection.out)
                 return self.drop(connection)
+            size, nvim = p.read_attach(payload)
             if other is not None and other is not connection:
                 self.drop(other)
             self.attached = connection
             self.attaches += 1
-            self.record.update(attached=connection.pid)
+            self.record.update(attached=connection.pid, nvim=nvim)
             write_record(self.record_path, self.record)
-            size = p.read_window(payload)
             nudge = size == self.size and self.attaches > 1
             connection.out += p.frames(p.OUTPUT, self.ring.contents())
             if nudge:  # a real change of size, then back: claude draws its screen again

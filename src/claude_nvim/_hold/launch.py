@@ -22,6 +22,11 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import NoReturn
 
+RECORD_VAR = "CLAUDE_NVIM_HOLDER"
+"""claude's environment names its holder's JSON file in this: its editor (claude_editor.lua)
+reads there the address of the Neovim attached now (``nvim``), not the one ``$NVIM`` names
+(the Neovim claude started in, which may have quit since)."""
+
 
 def quick(args: list[str]) -> int | None:
     """Run ``claude-nvim hold ARGS`` if they are of the forms the plugin writes (``--attach
@@ -89,7 +94,7 @@ def _hold(ready: int, number: int, name: str | None, project: str, argv: list[st
         for fd in (0, 1, 2):
             os.dup2(null, fd)
         os.close(null)
-        claude, master = spawn(argv, size)
+        claude, master = spawn(argv, size, {RECORD_VAR: record_path(project, number)})
         import signal
         import time
 
@@ -122,9 +127,10 @@ def _hold(ready: int, number: int, name: str | None, project: str, argv: list[st
     os._exit(code)
 
 
-def spawn(argv: list[str], size: tuple[int, int]) -> tuple[int, int]:
-    """``argv`` started in a new pseudo-terminal of ``size`` (its session's): its pid and the
-    terminal's master end. If it cannot run, it says so there and exits 127."""
+def spawn(argv: list[str], size: tuple[int, int], env: dict[str, str]) -> tuple[int, int]:
+    """``argv`` started in a new pseudo-terminal of ``size`` (its session's), with ``env`` added
+    to its environment: its pid and the terminal's master end. If it cannot run, it says so
+    there and exits 127."""
     master, slave = os.openpty()
     set_window(slave, *size)
     pid = os.fork()
@@ -132,9 +138,33 @@ def spawn(argv: list[str], size: tuple[int, int]) -> tuple[int, int]:
         try:
             os.close(master)
             os.login_tty(slave)
+            os.environ.update(env)
             os.execvp(argv[0], argv)
         except OSError as exc:
             os.write(2, f"claude-nvim: cannot run {argv[0]}: {exc.strerror}\r\n".encode())
         os._exit(127)
     os.close(slave)
     return pid, master
+
+
+def record_path(project: str, number: int) -> str:
+    """The JSON file of the holder of Claude ``number`` of ``project`` (a real path), where
+    ``_project.project_dir`` has it, computed with built-in modules only: claude's environment
+    names it, and claude starts before the holder loads ``_project``."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isdir(runtime):
+        top = os.path.join(runtime, "claude-nvim")
+    else:
+        top = os.path.join(os.environ.get("TMPDIR") or "/tmp", f"claude-nvim-{os.getuid()}")
+    return os.path.join(top, _sha256_hex(project.encode())[:16], f"claude-{number}.json")
+
+
+def _sha256_hex(data: bytes) -> str:
+    for name in ("_sha2", "_sha256"):  # hashlib would load OpenSSL first: 5 ms
+        try:
+            module = __import__(name)
+        except ImportError:
+            continue
+        return str(module.sha256(data).hexdigest())
+    import hashlib
+    return hashlib.sha256(data).hexdigest()

@@ -1,13 +1,15 @@
 """The holder's wire, without I/O: frames, and the bounded ring of claude's output.
 
 A frame is one byte of kind, four of length (big-endian), then the payload. A client sends
-ATTACH (its window size) and then INPUT and SIZE; or, alone, NAME (the user's name for this
+ATTACH (its window size, then its Neovim's address: where claude's editor opens files) and then
+INPUT and SIZE; or, alone, NAME (the user's name for this
 Claude, stored in its JSON file) or STOP (end claude). The holder sends OUTPUT (what claude
 wrote, as it wrote it), then EXIT (claude's status, as a shell gives it) or REFUSED (why).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 from collections import deque
@@ -20,6 +22,8 @@ MAX_PAYLOAD = 1 << 20
 """No frame carries more (a replay is sent in frames of at most this)."""
 HEADER = struct.Struct(">cI")
 WINDOW = struct.Struct(">HH")
+MAX_ADDRESS = 4096
+"""A Neovim's address in an ATTACH is at most this many bytes (UTF-8)."""
 
 
 class ProtocolError(ValueError):
@@ -47,6 +51,26 @@ def read_window(payload: bytes) -> tuple[int, int]:
         raise ProtocolError("a window size is two 16-bit numbers")
     rows, cols = WINDOW.unpack(payload)
     return max(rows, 1), max(cols, 1)
+
+
+def attach(rows: int, cols: int, nvim: str | None) -> bytes:
+    """An ATTACH's payload: the window size, then ``nvim`` (the address of the Neovim the
+    client runs in) if there is one that fits."""
+    address = b""
+    with contextlib.suppress(UnicodeEncodeError):
+        address = (nvim or "").encode()
+    return window(rows, cols) + (address if len(address) <= MAX_ADDRESS else b"")
+
+
+def read_attach(payload: bytes) -> tuple[tuple[int, int], str | None]:
+    """An ATTACH's window size and Neovim's address (None if it sent none: an older client)."""
+    address = payload[WINDOW.size:]
+    if len(address) > MAX_ADDRESS:
+        raise ProtocolError(f"a Neovim's address is at most {MAX_ADDRESS} bytes")
+    try:
+        return read_window(payload[:WINDOW.size]), address.decode() or None
+    except UnicodeDecodeError:
+        raise ProtocolError("a Neovim's address is UTF-8") from None
 
 
 class Reader:
