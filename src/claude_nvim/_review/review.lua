@@ -173,7 +173,7 @@ end
 local function sign(buf, before)
   unsign(buf)
   local now = api.nvim_buf_get_lines(buf, 0, -1, false)
-  for _, h in ipairs(diffs.hunks(before, now)) do
+  for _, h in ipairs(diffs.hunks(before, now, true)) do
     if h[4] == 0 then
       api.nvim_buf_set_extmark(buf, SIGNS, math.max(h[3] - 1, 0), 0, {
         sign_text = '_', sign_hl_group = 'ClaudeNvimSignDelete', priority = 8 })
