@@ -292,14 +292,20 @@ async def test_the_next_neovim_shows_the_turns_recorded_before_and_while_none_wa
             await claude.prompt("Turn 3, while no Neovim is open.")
             await claude.edit(b, "b 3", "B 3\nb 4")
             await claude.write(made, "made\n")
-            await claude.stop()
             assert [c["name"] for c in claude.calls if c["result"].get("isError")] == []
             with neovim(project) as (again, new_process):
                 async with attached_editor(again) as nvim:
                     await nvim.request("nvim_command", "edit a.txt | edit b.txt | edit c.txt")
                     assert await started_server(again, servers) == (pid, port)
-                    # The status and the signs, as the first Neovim would show them.
-                    assert await eventually(nvim, f"return {TO_REVIEW} > 0 and "
+                    # The status and the signs, as the first Neovim would show them: turn 3
+                    # still goes on, turn 2 waits for review.
+                    assert await eventually(nvim, f"local s = (function(...) {SIGNS} "
+                                                  "end)(...) return #s > 0 and s",
+                                            str(a)) == [[2, "~"]]
+                    assert await nvim.exec_lua(f"return {TO_REVIEW}") == 1
+                    assert await nvim.exec_lua(SIGNS, str(b)) == []
+                    await claude.stop()
+                    assert await eventually(nvim, f"return {TO_REVIEW} > 1 and "
                                                   f"{TO_REVIEW}") == 2
                     assert await eventually(nvim, f"local s = (function(...) {SIGNS} "
                                                   "end)(...) return #s > 0 and s",
