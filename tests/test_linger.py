@@ -135,8 +135,9 @@ async def test_a_claude_stays_connected_and_the_next_neovim_takes_the_server_ove
                             seen = client.notifications.index(note) + 1
                             if note["params"]["text"] == "al":
                                 break
-                    # The new Neovim knows the Claude's state from its hooks.
-                    assert await nvim.exec_lua(f"return {STATUS}") == "Claude"
+                    # The new Neovim knows the Claude's state from its hooks, and its turn.
+                    assert await eventually(nvim, f"return {STATUS} ~= 'Claude' and "
+                                                  f"{STATUS}") == "Claude · 1 file to review"
                     assert await eventually(nvim, STATE) == "done"
                 await stack.aclose()  # the Claude goes: nothing keeps the server then
                 async with attached_editor(again) as nvim:
@@ -244,3 +245,92 @@ async def test_with_no_private_project_directory_it_lingers_unreachable(tmp_path
                 while "not running" not in await client.tool_error("getCurrentSelection"):
                     await trio.sleep(0.05)
             assert list((runtime / "claude-nvim").iterdir()) == []
+
+
+SIGNS = """
+local ns = vim.api.nvim_get_namespaces().claude_nvim_review_signs
+return vim.tbl_map(function(m) return { m[2] + 1, vim.trim(m[4].sign_text) } end,
+  vim.api.nvim_buf_get_extmarks(vim.fn.bufnr(...), ns, 0, -1, { details = true }))
+"""
+TO_REVIEW = "require('claude_nvim').live('review').to_review()"
+
+
+async def test_the_next_neovim_shows_the_turns_recorded_before_and_while_none_was_open(
+        tmp_path, runtime, servers):
+    """Turns 1 (reviewed) and 2 while the first Neovim is open, turn 3 while none is: the next
+    Neovim of the project shows them as the first would have (the status, the signs in its
+    buffers, the list), and takes them back (:ClaudeNvimRevert, :ClaudeNvimRewind)."""
+    project = tmp_path / "project"
+    project.mkdir()
+    a, b, c, made = (project / f"{n}.txt" for n in ("a", "b", "c", "made"))
+    for path in (a, b, c):
+        path.write_text(f"{path.stem} 1\n{path.stem} 2\n{path.stem} 3\n")
+    with neovim(project) as (address, process):
+        pid, port = await started_server(address, servers)
+        async with contextlib.AsyncExitStack() as stack:
+            client = await stack.enter_async_context(mcp_client(port, token(tmp_path, port)))
+            async with attached_editor(address) as nvim:
+                settings = published_settings(await nvim.exec_lua(
+                    "return require('claude_nvim').server().claude.args"))
+                await nvim.request("nvim_command", "edit c.txt | edit a.txt")
+                claude = HookedClaude(client, settings, project)
+                await claude.prompt("Turn 1, reviewed.")
+                await claude.edit(c, "c 1", "C 1")
+                await claude.stop()
+                await eventually(nvim, f"return {TO_REVIEW} == 1")
+                await nvim.request("nvim_command", "ClaudeNvimReview 1")
+                await eventually(nvim, f"return {TO_REVIEW} == 0")
+                await nvim.request("nvim_command", "tabclose")
+                await claude.prompt("Turn 2.")
+                await claude.edit(a, "a 2", "A 2")
+                await claude.stop()
+                assert await eventually(nvim, f"local s = (function(...) {SIGNS} end)(...) "
+                                              "return #s > 0 and s", str(a)) == [[2, "~"]]
+                assert await nvim.exec_lua(f"return {TO_REVIEW}") == 1
+            await quit_neovim(address, process, "qa!")
+            await lingering(_project.project_dir(str(project)) / "server.json")
+            await claude.prompt("Turn 3, while no Neovim is open.")
+            await claude.edit(b, "b 3", "B 3\nb 4")
+            await claude.write(made, "made\n")
+            assert [c["name"] for c in claude.calls if c["result"].get("isError")] == []
+            with neovim(project) as (again, new_process):
+                async with attached_editor(again) as nvim:
+                    await nvim.request("nvim_command", "edit a.txt | edit b.txt | edit c.txt")
+                    assert await started_server(again, servers) == (pid, port)
+                    # The status and the signs, as the first Neovim would show them: turn 3
+                    # still goes on, turn 2 waits for review.
+                    assert await eventually(nvim, f"local s = (function(...) {SIGNS} "
+                                                  "end)(...) return #s > 0 and s",
+                                            str(a)) == [[2, "~"]]
+                    assert await nvim.exec_lua(f"return {TO_REVIEW}") == 1
+                    assert await nvim.exec_lua(SIGNS, str(b)) == []
+                    await claude.stop()
+                    assert await eventually(nvim, f"return {TO_REVIEW} > 1 and "
+                                                  f"{TO_REVIEW}") == 2
+                    assert await eventually(nvim, f"local s = (function(...) {SIGNS} "
+                                                  "end)(...) return #s > 0 and s",
+                                            str(b)) == [[3, "~"], [4, "~"]]
+                    assert await eventually(nvim, f"local s = (function(...) {SIGNS} "
+                                                  "end)(...) return #s > 0 and s",
+                                            str(a)) == [[2, "~"]]
+                    assert await nvim.exec_lua(SIGNS, str(c)) == []  # reviewed before
+                    # The list: every turn, the latest first.
+                    await nvim.exec_lua("vim.ui.select = function(items) _G.offered = "
+                                        "vim.tbl_map(function(t) return t.number end, "
+                                        "items) end")
+                    await nvim.request("nvim_command", "ClaudeNvimReview list")
+                    assert await eventually(nvim, "return _G.offered") == [3, 2, 1]
+                    # A hunk of turn 3 back, in b.txt's buffer.
+                    await nvim.request("nvim_command", "buffer b.txt | 3ClaudeNvimRevert")
+                    with trio.fail_after(WAIT):
+                        while b.read_text() != "b 1\nb 2\nb 3\n":
+                            await trio.sleep(0.02)
+                    # Turns 2-3 rewound: turn 1's change stays.
+                    await nvim.request("nvim_command", "ClaudeNvimRewind! 2")
+                    with trio.fail_after(WAIT):
+                        while made.exists() or a.read_text() != "a 1\na 2\na 3\n":
+                            await trio.sleep(0.02)
+                    assert c.read_text() == "C 1\nc 2\nc 3\n"
+                await stack.aclose()
+                await quit_neovim(again, new_process, "qa!")
+    await gone(pid)

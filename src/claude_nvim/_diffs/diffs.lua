@@ -39,13 +39,20 @@ local INDICES = { result_type = 'indices', algorithm = 'histogram' }
 ---@return claude_nvim.Hunk[]
 function M.text_hunks(old, new) return vim.diff(old, new, INDICES) --[[@as claude_nvim.Hunk[] ]] end
 
+-- For marks only (which rows changed, not hunks to read): xdiff's histogram costs lines times
+-- hunks (a 35,000-line file with every other line changed: 18 s), Myers stays near linear
+-- (17 ms; 72 ms for the same lines shuffled).
+local FAST = { result_type = 'indices', algorithm = 'myers' }
+
 --- The same between two lists of lines. The lines both start and end with are set aside first
 --- (Lua compares equal strings at once): a 100,000-line file with a few changes is diffed in a
---- few milliseconds, not joined into texts of megabytes.
+--- few milliseconds, not joined into texts of megabytes. `fast`: hunks only to mark rows with,
+--- not to read, in bounded time whatever changed.
 ---@param old string[]
 ---@param new string[]
+---@param fast boolean?
 ---@return claude_nvim.Hunk[]
-function M.hunks(old, new)
+function M.hunks(old, new, fast)
   local n, m, head, tail = #old, #new, 0, 0
   while head < n and head < m and old[head + 1] == new[head + 1] do head = head + 1 end
   while tail < n - head and tail < m - head and old[n - tail] == new[m - tail] do
@@ -54,7 +61,7 @@ function M.hunks(old, new)
   local function text(lines, last)
     return last > head and table.concat(lines, '\n', head + 1, last) .. '\n' or ''
   end
-  local hunks = vim.diff(text(old, n - tail), text(new, m - tail), INDICES)
+  local hunks = vim.diff(text(old, n - tail), text(new, m - tail), fast and FAST or INDICES)
   ---@cast hunks claude_nvim.Hunk[]
   for _, h in ipairs(hunks) do h[1], h[3] = h[1] + head, h[3] + head end
   return hunks

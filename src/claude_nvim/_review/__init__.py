@@ -66,6 +66,11 @@ class ReviewFeature(Feature):
         self.turns = turns or Turns()
         self.quiet_seconds = quiet_seconds
         self._quiet = trio.Event()
+        self._unreviewed: dict[str, int] | None = None
+        """The summary of the latest turn recorded and not reviewed since, as Neovim's status
+        counts it: for the next Neovim, when the server outlives this one."""
+        self._marking = trio.Lock()
+        """Signs go to Neovim one turn (or one restore) at a time: a later turn's win."""
 
     def notifications(self) -> Mapping[str, NotificationHandler]:
         return {BEFORE: self._before, REQUEST: self._request}
@@ -76,6 +81,11 @@ class ReviewFeature(Feature):
     async def start(self, editor: Editor, nursery: trio.Nursery) -> None:
         await super().start(editor, nursery)
         nursery.start_soon(self._end_quiet_turns)
+
+    async def reattach(self, editor: Editor) -> None:
+        await super().reattach(editor)
+        if self.nursery is not None:  # the new Neovim is ready first: this takes slices
+            self.nursery.start_soon(self._restore)
 
     # Reading files: in a thread, the hook's answer waits for it (claude writes after).
 
@@ -159,41 +169,95 @@ class ReviewFeature(Feature):
             self.turns.written(turn, key, after if ok else None)
         recorded = self.turns.end(claude)
         self._forget_reported()
-        if recorded is not None and self.nursery is not None and not reviewed:
-            self.nursery.start_soon(self._mark, recorded)
+        if recorded is not None and not reviewed:
+            # Kept even while no Neovim is open (its marks fail then): the next one shows it.
+            recorded.reviewed = False  # seen while it went on: what it did since is not
+            self._unreviewed = {"number": recorded.number or 0,
+                                "files": recorded.file_count()}
+            if self.nursery is not None:
+                self.nursery.start_soon(self._mark, recorded)
+
+    def reviewed(self, turns: list[Turn], number: int | None) -> None:
+        """The user saw ``turns`` in a review of turn ``number`` (review.lua's ``show``: their
+        signs go, and the status counts no turn up to ``number``)."""
+        for turn in turns:
+            turn.reviewed = True
+        if self._unreviewed is not None and number is not None \
+                and self._unreviewed["number"] <= number:
+            self._unreviewed = None
 
     def _forget_reported(self) -> None:
         if self.editor is not None:
             self.editor.call_lua_soon(MODULE, "forget_reported")
 
     async def _mark(self, turn: Turn) -> None:
-        """Tell Neovim a turn changed files: signs in the loaded ones, status(). In slices, a
-        call each (``PATHS_PER_CALL`` paths, ``MARK_BYTES_PER_CALL`` of texts): the end of a
-        turn of any size never holds Neovim longer than one slice."""
+        """Tell Neovim a turn changed files: signs in the loaded ones, status()."""
         editor = self.editor
         if editor is None or turn.number is None:
             return
-        paths = {local: c for c in turn.files.values()
-                 if (local := self.in_neovim(c.path)) is not None}
-        names = list(paths)
+        async with self._marking:
+            await self._sign(editor, "recorded", turn.summary(), turn.number,
+                             self._befores([turn]))
+
+    async def _restore(self) -> None:
+        """In a new Neovim, the server having outlived the last: the review as the last one
+        showed it, or would have for the turns that ended while none was open. status()
+        counts the latest turn not reviewed; each file's signs are those of the latest turn
+        that changed it, unless that one was reviewed or is still going."""
+        editor = self.editor
+        if editor is None:
+            return
+        async with self._marking:
+            befores = self._befores(list(self.turns))
+            if befores or self._unreviewed is not None:
+                await self._sign(editor, "restore", self._unreviewed, None, befores)
+
+    def _befores(self, turns: list[Turn]) -> dict[str, bytes | None]:
+        """Each file of ``turns`` (the latest turn to change it decides) that a sign marks: in
+        Neovim's path, its bytes before that turn."""
+        befores: dict[str, bytes | None] = {}
+        seen: set[str] = set()
+        for turn in reversed(turns):
+            for key, change in turn.files.items():
+                if key in seen:
+                    continue
+                seen.add(key)
+                if turn.open or turn.reviewed:
+                    continue
+                local = self.in_neovim(change.path)
+                if local is not None:
+                    befores[local] = change.before
+            seen.update(turn.too_big)
+        return befores
+
+    async def _sign(self, editor: Editor, find: str, summary: JSON | None, number: int | None,
+                    befores: dict[str, bytes | None]) -> None:
+        """Signs in the loaded buffers of the files of ``befores`` (Neovim's path -> bytes
+        before), in slices, a call each: review.lua's ``find`` (``recorded`` or ``restore``,
+        with the ``summary`` of the turn status() counts) answers which are loaded,
+        ``PATHS_PER_CALL`` paths a call; ``mark`` signs them (turn ``number``'s),
+        ``MARK_BYTES_PER_CALL`` of texts a call. Any number of files never holds Neovim longer
+        than one slice."""
+        names = list(befores)
         try:
             loaded: set[str] = set()
             for at in range(0, max(len(names), 1), PATHS_PER_CALL):
-                found = await editor.call_lua(MODULE, "recorded", turn.summary(),
+                found = await editor.call_lua(MODULE, find, summary,
                                               names[at:at + PATHS_PER_CALL])
                 loaded.update(found if isinstance(found, list) else [])
-            befores: dict[str, bytes] = {}
+            sending: dict[str, bytes] = {}
             size = 0
             for path in (name for name in names if name in loaded):
-                before = paths[path].before or b""
-                if befores and size + len(before) > MARK_BYTES_PER_CALL:
-                    await editor.call_lua(MODULE, "mark", turn.number, befores)
-                    befores, size = {}, 0
-                befores[path], size = before, size + len(before)
-            if befores:
-                await editor.call_lua(MODULE, "mark", turn.number, befores)
+                before = befores[path] or b""
+                if sending and size + len(before) > MARK_BYTES_PER_CALL:
+                    await editor.call_lua(MODULE, "mark", number, sending)
+                    sending, size = {}, 0
+                sending[path], size = before, size + len(before)
+            if sending:
+                await editor.call_lua(MODULE, "mark", number, sending)
         except Exception as exc:  # Neovim busy or gone: no signs, nothing else lost
-            log.info("review: could not mark turn %s: %s", turn.number, exc)
+            log.info("review: could not mark %s: %s",
+                     f"turn {number}" if number is not None else "the turns kept", exc)
 
     # bufsync saw a loaded buffer's file change (review.lua sends its text before)
 
@@ -278,6 +342,7 @@ class ReviewFeature(Feature):
                 after, ok = await self._read(change.path)
                 self.turns.written(turn, key, after if ok else None)
         await editor.call_lua(MODULE, "show", payload(self._label(turn), self.in_neovim))
+        self.reviewed([turn], turn.number)
 
     async def _revert(self, editor: Editor, path: str, number: int | None,
                       how: Any) -> None:

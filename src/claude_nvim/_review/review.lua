@@ -173,7 +173,7 @@ end
 local function sign(buf, before)
   unsign(buf)
   local now = api.nvim_buf_get_lines(buf, 0, -1, false)
-  for _, h in ipairs(diffs.hunks(before, now)) do
+  for _, h in ipairs(diffs.hunks(before, now, true)) do
     if h[4] == 0 then
       api.nvim_buf_set_extmark(buf, SIGNS, math.max(h[3] - 1, 0), 0, {
         sign_text = '_', sign_hl_group = 'ClaudeNvimSignDelete', priority = 8 })
@@ -193,6 +193,15 @@ local function sign(buf, before)
   end, on_detach = function() signed[buf] = nil end })
 end
 
+-- Those of `paths` a buffer holds.
+local function loaded_of(paths)
+  local loaded, find = {}, core.buffer_finder(true)
+  for _, path in ipairs(paths) do
+    if find(path) then loaded[#loaded + 1] = path end
+  end
+  return loaded
+end
+
 -- The server recorded a turn that changed `paths` (summary: number, label, files): the loaded
 -- ones, for their signs (M.mark). The server sends a big turn's paths a slice a call.
 ---@param summary { number: integer, label: string, files: integer }
@@ -201,19 +210,31 @@ end
 function M.recorded(summary, paths)
   unreviewed = { number = summary.number, files = summary.files }
   pcall(vim.cmd, 'redrawstatus!')
-  local loaded, find = {}, core.buffer_finder(true)
-  for _, path in ipairs(paths) do
-    if find(path) then loaded[#loaded + 1] = path end
-  end
-  return loaded
+  return loaded_of(paths)
 end
 
--- Signs in the loaded buffers of turn `number`'s files: `befores`, path -> bytes before it.
--- A buffer bufsync has not brought up to date yet gets them once it has.
----@param number integer
+-- The server outlived the last Neovim: the review as that one showed it. `unreviewed_turn`
+-- (number, files; nil: none) is the latest turn recorded and not reviewed, for status();
+-- `paths` the files whose signs that Neovim showed, a slice a call: the loaded ones, for
+-- M.mark (with no number).
+---@param unreviewed_turn { number: integer, files: integer }|vim.NIL
+---@param paths string[]
+---@return string[] loaded
+function M.restore(unreviewed_turn, paths)
+  local turn = nil_if_none(unreviewed_turn)
+  unreviewed = turn and { number = turn.number, files = turn.files }
+  pcall(vim.cmd, 'redrawstatus!')
+  return loaded_of(paths)
+end
+
+-- Signs in the loaded buffers of turn `number`'s files: `befores`, path -> bytes before it
+-- (no number: each file's latest turn, M.restore). A buffer bufsync has not brought up to
+-- date yet gets them once it has.
+---@param number integer|vim.NIL
 ---@param befores table<string, string|vim.NIL>
 function M.mark(number, befores)
-  if unreviewed == nil or unreviewed.number ~= number then return end
+  number = nil_if_none(number)
+  if number ~= nil and (unreviewed == nil or unreviewed.number ~= number) then return end
   local find = core.buffer_finder(true)
   for path, data in pairs(befores) do
     local buf = find(path)

@@ -92,3 +92,5 @@ class RewindFeature(Feature):
         turn = combined(turns)
         await editor.call_lua(MODULE, "apply" if apply else "preview",
                               payload(turn, self.review.in_neovim))
+        if not apply:  # shown as a review
+            self.review.reviewed(turns, turn.number)

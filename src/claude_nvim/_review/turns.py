@@ -64,6 +64,8 @@ class Turn:
     """Files it changed whose text did not fit in the budget: key -> path."""
     dropped: int = 0
     """Files it changed past :data:`MAX_FILES`: counted, not kept."""
+    reviewed: bool = False
+    """The user saw it in a review (its files' signs went then)."""
 
     def size(self) -> int:
         return (ENTRY_BYTES + len(self.prompt)
@@ -73,10 +75,14 @@ class Turn:
     def full(self) -> bool:
         return len(self.files) + len(self.too_big) >= MAX_FILES
 
+    def file_count(self) -> int:
+        """The files it changed, kept or not."""
+        return len(self.files) + len(self.too_big) + self.dropped
+
     def summary(self) -> dict[str, object]:
         label = self.label or f"Claude #{self.claude}"
         return {"number": self.number, "label": label, "prompt": self.prompt,
-                "files": len(self.files) + len(self.too_big) + self.dropped, "open": self.open,
+                "files": self.file_count(), "open": self.open,
                 "started": self.started}
 
 
