@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -327,91 +328,83 @@ def read_until(fd: int, wanted: bytes) -> bytes:
     return got
 
 
+@contextlib.contextmanager
+def held_cat(project: Path, runtime: Path,
+             **env: str) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """`cat` held as Claude 4 of ``project``, its client in a terminal of ours, attached: the
+    client and the terminal's master end. Both are ended (by pid) and closed after."""
+    master, slave = os.openpty()
+    client = subprocess.Popen(
+        [sys.executable, "-m", "claude_nvim", "hold", "--number", "4", "--project",
+         str(project), "--", "cat"], stdin=slave, stdout=slave, stderr=slave,
+        start_new_session=True, env={**os.environ, **env})
+    os.close(slave)
+    try:
+        deadline = time.monotonic() + WAIT
+        while not records(runtime).get(4, {}).get("attached"):
+            assert time.monotonic() < deadline and client.poll() is None
+            time.sleep(0.02)
+        yield client, master
+    finally:
+        end_holders(runtime)
+        if client.poll() is None:
+            os.killpg(client.pid, signal.SIGKILL)
+        client.wait()
+        os.close(master)
+
+
 def test_a_holder_drops_what_is_not_its_wire_and_serves_on(tmp_path, monkeypatch):
-    with private_runtime(monkeypatch) as runtime:
-        master, slave = os.openpty()
-        client = subprocess.Popen(
-            [sys.executable, "-m", "claude_nvim", "hold", "--number", "4", "--project",
-             str(tmp_path), "--", "cat"], stdin=slave, stdout=slave, stderr=slave,
-            start_new_session=True, env={**os.environ, "NVIM": "/run/nvim-of-the-terminal"})
-        os.close(slave)
-        try:
-            deadline = time.monotonic() + WAIT
-            while not records(runtime).get(4, {}).get("attached"):
-                assert time.monotonic() < deadline and client.poll() is None
-                time.sleep(0.02)
-            record = records(runtime)[4]
-            assert record["argv"] == ["cat"] and record["attached"] == client.pid
-            assert record["nvim"] == "/run/nvim-of-the-terminal"  # for claude's editor
-            sock = record["socket"]
-            assert os.stat(sock).st_mode & 0o777 == 0o600
-            for garbage in (b"Z\0\0\0\0", p.HEADER.pack(p.INPUT, p.MAX_PAYLOAD + 1), b"\xff" * 64):
-                with socket.socket(socket.AF_UNIX) as intruder:
-                    intruder.connect(sock)
-                    intruder.sendall(garbage)
-                    intruder.settimeout(WAIT)
-                    assert intruder.recv(1) == b""  # dropped
-            # A second attach while the first is attached: refused, the first served on.
-            with socket.socket(socket.AF_UNIX) as second:
-                second.connect(sock)
-                second.sendall(p.frame(p.ATTACH, p.window(24, 80)))
-                second.settimeout(WAIT)
-                answer = p.Reader().feed(second.recv(4096))
-                assert answer[0][0] == p.REFUSED and b"another Neovim" in answer[0][1]
-            assert records(runtime)[4]["nvim"] == "/run/nvim-of-the-terminal"
-            os.write(master, b"still served\r")
-            read_until(master, b"still served\r\n")  # cat's line, through the holder
-            os.write(master, b"\x04")  # cat ends: its holder too, and the client with its code
-            assert client.wait(WAIT) == 0
-            deadline = time.monotonic() + WAIT
-            while running(record["holder"]) or records(runtime):
-                assert time.monotonic() < deadline
-                time.sleep(0.02)
-            assert not os.path.exists(sock)
-            assert not os.path.exists(os.path.dirname(sock))  # the last one out: the directory
-        finally:
-            end_holders(runtime)
-            if client.poll() is None:
-                os.killpg(client.pid, signal.SIGKILL)
-            client.wait()
-            os.close(master)
+    with private_runtime(monkeypatch) as runtime, \
+            held_cat(tmp_path, runtime, NVIM="/run/nvim-of-the-terminal") as (client, master):
+        record = records(runtime)[4]
+        assert record["argv"] == ["cat"] and record["attached"] == client.pid
+        assert record["nvim"] == "/run/nvim-of-the-terminal"  # for claude's editor
+        sock = record["socket"]
+        assert os.stat(sock).st_mode & 0o777 == 0o600
+        for garbage in (b"Z\0\0\0\0", p.HEADER.pack(p.INPUT, p.MAX_PAYLOAD + 1), b"\xff" * 64):
+            with socket.socket(socket.AF_UNIX) as intruder:
+                intruder.connect(sock)
+                intruder.sendall(garbage)
+                intruder.settimeout(WAIT)
+                assert intruder.recv(1) == b""  # dropped
+        # A second attach while the first is attached: refused, the first served on.
+        with socket.socket(socket.AF_UNIX) as second:
+            second.connect(sock)
+            second.sendall(p.frame(p.ATTACH, p.window(24, 80)))
+            second.settimeout(WAIT)
+            answer = p.Reader().feed(second.recv(4096))
+            assert answer[0][0] == p.REFUSED and b"another Neovim" in answer[0][1]
+        assert records(runtime)[4]["nvim"] == "/run/nvim-of-the-terminal"
+        os.write(master, b"still served\r")
+        read_until(master, b"still served\r\n")  # cat's line, through the holder
+        os.write(master, b"\x04")  # cat ends: its holder too, and the client with its code
+        assert client.wait(WAIT) == 0
+        deadline = time.monotonic() + WAIT
+        while running(record["holder"]) or records(runtime):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert not os.path.exists(sock)
+        assert not os.path.exists(os.path.dirname(sock))  # the last one out: the directory
 
 
 def test_a_number_already_held_is_refused_and_what_it_started_ends(tmp_path, monkeypatch):
     """claude starts before its holder binds its socket (at once, see _hold/launch.py); when
     that number turns out to be held already, the new claude is hung up, not left running."""
-    with private_runtime(monkeypatch) as runtime:
-        master, slave = os.openpty()
-        first = subprocess.Popen(
+    marker = f"started-for-nothing-{os.getpid()}"
+    with private_runtime(monkeypatch) as runtime, held_cat(tmp_path, runtime) as (first, master):
+        second = subprocess.run(
             [sys.executable, "-m", "claude_nvim", "hold", "--number", "4", "--project",
-             str(tmp_path), "--", "cat"], stdin=slave, stdout=slave, stderr=slave,
-            start_new_session=True)
-        os.close(slave)
-        marker = f"started-for-nothing-{os.getpid()}"
-        try:
-            deadline = time.monotonic() + WAIT
-            while not records(runtime).get(4, {}).get("attached"):
-                assert time.monotonic() < deadline and first.poll() is None
-                time.sleep(0.02)
-            second = subprocess.run(
-                [sys.executable, "-m", "claude_nvim", "hold", "--number", "4", "--project",
-                 str(tmp_path), "--", "sh", "-c", "trap '' HUP; sleep 300; :", marker],
-                stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=WAIT,
-                check=False)
-            assert second.returncode == 1
-            assert "is served by a live holder" in second.stderr
-            left = [pid for pid in os.listdir("/proc") if pid.isdigit()
-                    and marker.encode() in _cmdline(pid) and running(int(pid))]
-            assert left == []
-            assert records(runtime)[4]["argv"] == ["cat"]  # the first holder serves on
-            os.write(master, b"\x04")
-            assert first.wait(WAIT) == 0
-        finally:
-            end_holders(runtime)
-            if first.poll() is None:
-                os.killpg(first.pid, signal.SIGKILL)
-            first.wait()
-            os.close(master)
+             str(tmp_path), "--", "sh", "-c", "trap '' HUP; sleep 300; :", marker],
+            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=WAIT,
+            check=False)
+        assert second.returncode == 1
+        assert "is served by a live holder" in second.stderr
+        left = [pid for pid in os.listdir("/proc") if pid.isdigit()
+                and marker.encode() in _cmdline(pid) and running(int(pid))]
+        assert left == []
+        assert records(runtime)[4]["argv"] == ["cat"]  # the first holder serves on
+        os.write(master, b"\x04")
+        assert first.wait(WAIT) == 0
 
 
 def _cmdline(pid: str) -> bytes:
