@@ -482,6 +482,15 @@ async def checkhealth_shows_the_doctors_checks(user, claude_dir: Path) -> None:
         text = "\n".join(await user.request("nvim_buf_get_lines", 0, 0, -1, False))
     assert f"OK a claude-nvim server runs for it on port {app.port}, 1 Claude(s) connected" in (
         text)
+    # One that has taken this Neovim and not yet said its port (socket activation makes that
+    # moment likely): starting, not an error.
+    channel = (await user.request("nvim_get_api_info"))[0]  # an open one: this test's
+    await user.exec_lua("vim.g.claude_nvim_server = { channel = ..., port = vim.NIL }", channel)
+    assert await user.exec_lua("return require('claude_nvim').server() ~= nil")
+    await user.request("nvim_command", "checkhealth claude_nvim", timeout=WAIT)
+    text = "\n".join(await user.request("nvim_buf_get_lines", 0, 0, -1, False))
+    assert "OK a claude-nvim server is starting for it" in text and "ERROR" not in text, text
+    assert "Claude starts in auto mode" in text
 
 
 async def test_checkhealth_warns_when_it_runs_another_version(claude_dir):

@@ -58,9 +58,15 @@ function M.check()
     health.error(neovim, { 'claude-nvim needs Neovim 0.10 or newer' })
   end
   local info = plugin.server()
-  health.ok(info and ('a claude-nvim server runs for it on port %d, %d Claude(s) connected')
-    :format(info.port, tonumber(info.clients) or 0)
-    or 'no claude-nvim server runs for it yet (:ClaudeNvim starts one)')
+  local port = info and tonumber(info.port)  -- none yet while a server sets this Neovim up
+  if not info then
+    health.ok('no claude-nvim server runs for it yet (:ClaudeNvim starts one)')
+  elseif not port then
+    health.ok('a claude-nvim server is starting for it')
+  else
+    health.ok(('a claude-nvim server runs for it on port %d, %d Claude(s) connected')
+      :format(port, tonumber(info.clients) or 0))
+  end
   local mode, from = M.permission_mode()
   health.info(('Claude starts in %s mode (%s): %s'):format(mode, from, M.DIFFS[mode]
     or 'see `claude --help`'))
