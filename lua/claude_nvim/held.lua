@@ -76,8 +76,8 @@ end
 
 -- claude starts only once its holder has (and then needs a second before it connects): so
 -- where the install's Python is known, the holder runs from this checkout's src/ with no
--- site, argparse or logging (`python -I -S`: 30 ms sooner than `claude-nvim hold`, under
--- load); it needs only the standard library (src/claude_nvim/_hold/launch.py).
+-- site, argparse or logging (`python -I -S`: 15-20 ms sooner than `claude-nvim hold`); it
+-- needs only the standard library (src/claude_nvim/_hold/launch.py).
 local SRC = debug.getinfo(1, 'S').source:sub(2):match('^(.*)/lua/claude_nvim/held%.lua$')
 SRC = SRC and SRC .. '/src'
 local BOOT = 'import sys; sys.path.insert(0, sys.argv.pop(1)); '

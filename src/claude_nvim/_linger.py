@@ -19,7 +19,7 @@ from pathlib import Path
 import trio
 
 from ._lockfile import pid_alive
-from ._project import key, project_dir, root, write_record
+from ._project import key, project_dir, remove_if_empty, root, write_record
 
 log = logging.getLogger(__name__)
 
@@ -100,9 +100,7 @@ async def control(project: str, port: int
                 record.unlink()
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
-        with contextlib.suppress(OSError):  # only when empty: held Claudes' files stay
-            directory.rmdir()
-            directory.parent.rmdir()
+        remove_if_empty(directory)  # held Claudes' files stay
 
 
 def _handler(send: trio.MemorySendChannel[Request]

@@ -44,6 +44,15 @@ def project_dir(cwd: str) -> Path:
     return directory
 
 
+def remove_if_empty(directory: Path) -> None:
+    """The project's ``directory``, then its root, each removed if nothing is left in it: what
+    the last one out (a holder, a lingering server) does. One about to be used again is made
+    again by whoever uses it."""
+    with contextlib.suppress(OSError):
+        directory.rmdir()
+        directory.parent.rmdir()
+
+
 def _own_dir(path: Path) -> None:
     with contextlib.suppress(FileExistsError):
         path.mkdir(mode=0o700)

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .._project import write_record
+from .._project import remove_if_empty, write_record
 from . import protocol as p
 from .terminal import set_window
 
@@ -30,6 +30,7 @@ MAX_CONNECTIONS = 8
 NUDGE_SECONDS = 0.2
 """After a replay at claude's own size, the window is one column narrower this long: a real
 change of size, so that claude draws its screen again (node reports only changes)."""
+
 
 def bind(path: Path) -> socket.socket:
     """The holder's listening socket at ``path`` (0600); FileExistsError if a holder listens
@@ -137,9 +138,7 @@ class Holder:
             self.record_path.unlink(missing_ok=True)
             with contextlib.suppress(OSError):
                 os.unlink(self.listener.getsockname())
-            with contextlib.suppress(OSError):  # only when empty: no Claude, no server left
-                self.record_path.parent.rmdir()
-                self.record_path.parent.parent.rmdir()
+            remove_if_empty(self.record_path.parent)
         return self.status
 
     def interest(self) -> None:
