@@ -8,14 +8,13 @@ module (docs/architecture.md).
 from __future__ import annotations
 
 import contextlib
-import hmac
 import itertools
 import logging
 import os
 import re
 import secrets
 import socket
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -48,16 +47,15 @@ from ._review import ReviewFeature
 from ._review.rewind import RewindFeature
 from ._selection import SelectionFeature
 from ._tool import JSON, ConnectionInfo, Exposure, Tool, ToolContext
-from ._wire import jsontext, websocket
+from ._wire import hello, jsontext, websocket
 from ._wire.constants import (
-    AUTH_HEADER,
     CHALLENGE_HEADER,
     MAX_MESSAGE_BYTES,
-    MODEL_PATH,
     PROOF_HEADER,
     model_endpoint_config,
     proof,
 )
+from ._wire.early import Early
 from ._wire.websocket import Connection, ConnectionClosed, Request
 from ._wire.workers import Workers
 from .tools._context import BuiltinContext
@@ -131,6 +129,7 @@ class App:
         advertise: Advertise | None = None,
         keepalive: float = 15.0,
         listening: socket.socket | None = None,
+        early: Sequence[Early] = (),
         claude_files: Mapping[str, Path] | None = None,
         linger: bool = False,
         linger_grace: float = GRACE,
@@ -141,6 +140,9 @@ class App:
         """A socket bound and listening already, with a lock written for it (the Neovim
         plugin's socket activation, ``serve --listen-fd``): served instead of a new one, its
         lock adopted (rewritten as ours, removed at stop)."""
+        self.early = list(early)
+        """The connections taken on ``listening`` before the server loaded (:mod:`._wire.early`),
+        served from where they stand."""
         self.adopted_files = dict(claude_files or {})
         """:data:`CLAUDE_FILES` written already for this server (by option), used instead of new
         ones and removed at stop as ours."""
@@ -294,7 +296,8 @@ class App:
             self.port = await self._nursery.start(partial(
                 websocket.serve, self._serve_client, self.requested_port,
                 max_message_size=MAX_MESSAGE_BYTES, handshake_timeout=self.handshake_timeout,
-                stall_timeout=self.send_timeout, listening=self.listening))
+                stall_timeout=self.send_timeout, listening=self.listening, early=self.early))
+            self.early.clear()
         # Claude runs here, not in Neovim's terminals: its environment is this host's.
         here = {k: os.environ.get(k, "") for k in ("no_proxy", "NO_PROXY")}
         info = await editor.call_lua(lua.CORE, "publish", self.port,
@@ -471,21 +474,8 @@ class App:
 
     # WebSocket connections.
 
-    def _refusal(self, request: Request) -> tuple[int, bytes] | None:
-        token = None
-        for name, value in request.headers:
-            lowered = name.lower()
-            if lowered == b"origin":
-                # Browsers always send Origin; the CLI never does. No web page gets in.
-                return 403, b"Forbidden: browser requests are not accepted"
-            if lowered == AUTH_HEADER:
-                token = value
-        if token is None or not hmac.compare_digest(token, self.token.encode()):
-            return 401, b"Unauthorized"
-        return None
-
     async def _serve_client(self, request: Request) -> None:
-        refusal = self._refusal(request)
+        refusal = hello.refusal(request.headers, self.token)
         if refusal is not None:
             status, body = refusal
             challenge = dict(request.headers).get(CHALLENGE_HEADER)
@@ -496,13 +486,14 @@ class App:
             log.warning("refused a connection: HTTP %d", status)
             await request.reject(status, body=body)
             return
-        endpoint = "model" if request.path.split("?")[0].rstrip("/") == MODEL_PATH else "ide"
-        subprotocol = "mcp" if "mcp" in request.proposed_subprotocols else None
-        ws = await request.accept(subprotocol=subprotocol)
+        endpoint = hello.endpoint(request.path)
+        ws = await request.accept(subprotocol=hello.subprotocol(request.proposed_subprotocols))
         self._connections += 1
         connection = ConnectionInfo(id=next(self._connection_ids))
         session = McpSession(connection, self._tools_for[endpoint], self._context,
                              why_gone=self._why_gone)
+        if request.initialized is not None:  # answered before the server loaded
+            session.initialize(request.initialized)
         log.info("client %d connected to the %s endpoint", connection.id, endpoint)
         try:
             async with trio.open_nursery() as nursery:

@@ -14,9 +14,9 @@ from typing import Any
 
 import trio
 
-from . import __version__
 from ._errors import EditorError, EditorGone, EditorTimeout, ToolError
 from ._tool import JSON, ConnectionInfo, Tool, ToolContext, error_result
+from ._wire.hello import initialize_result
 from ._wire.jsonrpc import (
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
@@ -30,7 +30,6 @@ from ._wire.jsonrpc import (
 
 log = logging.getLogger(__name__)
 
-PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 ContextFactory = Callable[[Tool, ConnectionInfo], ToolContext]
 
 
@@ -107,6 +106,13 @@ class McpSession:
             if self._in_flight.get(request_id) is scope:
                 del self._in_flight[request_id]
 
+    def initialize(self, params: JSON) -> JSON:
+        """Take ``initialize``'s ``params`` (the early answers took some before this session
+        began); its result."""
+        info = params.get("clientInfo")
+        self.connection.client_info = info if isinstance(info, dict) else {}
+        return initialize_result(params)
+
     def _on_notification(self, method: str, params: JSON) -> None:
         if method == "notifications/initialized":
             self.initialized = True
@@ -121,16 +127,7 @@ class McpSession:
 
     async def _on_request(self, method: str, params: JSON) -> Any:
         if method == "initialize":
-            info = params.get("clientInfo")
-            self.connection.client_info = info if isinstance(info, dict) else {}
-            version = params.get("protocolVersion")
-            if version not in PROTOCOL_VERSIONS:
-                version = PROTOCOL_VERSIONS[0]
-            return {
-                "protocolVersion": version,
-                "capabilities": {"tools": {"listChanged": False}},
-                "serverInfo": {"name": "claude-nvim", "version": __version__},
-            }
+            return self.initialize(params)
         if method == "tools/list":
             listed = [t.describe() for t in self.tools.values() if t.description is not None]
             self.tools_listed.set()

@@ -1,4 +1,8 @@
-"""``claude-nvim serve``: serve Claude Code's IDE protocol for a Neovim until it goes away."""
+"""``claude-nvim serve``: serve Claude Code's IDE protocol for a Neovim until it goes away.
+
+Handed a listening socket (``--listen-fd``), it answers claude's first connection before it
+imports the server (:mod:`.._wire.early`): the imports below are the light ones.
+"""
 
 from __future__ import annotations
 
@@ -12,17 +16,34 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import trio
+from .._wire.early import answer_first
+from . import fail
 
-from .._app import App
-from .._nvim import editor_for, open_to_others
-from .._nvim.headless import find_nvim, headless_nvim
-from .._paths import PathMap
-from . import fail, log
-from ._running import NO_NVIM, run_server, tools_to_serve
+EARLY_SECONDS = 3.0
+"""How long a server handed its socket waits for claude's connection before it loads anyway
+(claude connects 0.7-1.5 s after it starts; $CLAUDE_NVIM_EARLY_SECONDS)."""
 
 
 def run(args: argparse.Namespace) -> int:
+    activated = _activated(args.listen_fd)
+    if isinstance(activated, str):
+        return fail(activated)
+    if activated:
+        seconds = float(os.environ.get("CLAUDE_NVIM_EARLY_SECONDS") or EARLY_SECONDS)
+        activated["early"] = answer_first(activated["listening"], activated["token"],
+                                          seconds=seconds)
+    return _serve(args, activated)
+
+
+def _serve(args: argparse.Namespace, activated: dict[str, Any]) -> int:
+    # Imported now: claude is connected (or the early answers gave up waiting).
+    import trio
+
+    from .._app import App
+    from .._nvim import editor_for, open_to_others
+    from .._paths import PathMap
+    from ._running import NO_NVIM, run_server, tools_to_serve
+
     loaded = tools_to_serve(args)
     if loaded is None:
         return 1
@@ -49,9 +70,6 @@ def run(args: argparse.Namespace) -> int:
             return fail(refusal)
         # Tests make it short; a dead connection costs a lock that outlives it this long.
         keepalive = float(os.environ.get("CLAUDE_NVIM_KEEPALIVE") or 15)
-        activated = _activated(args.listen_fd)
-        if isinstance(activated, str):
-            return fail(activated)
         # A private headless Neovim goes with the server: nothing to linger for.
         linger = not (args.no_linger or remote or args.headless or sys.platform == "win32")
         app = App(editor_for(address), loaded.tools, port=args.port, paths=paths, remote=remote,
@@ -108,6 +126,9 @@ def _let_go_of_pipes() -> None:
 
 def _start_headless(stack: contextlib.ExitStack) -> str | None:
     """Start a private headless Neovim here for ``stack``'s life; its address, or None."""
+    from .._nvim.headless import find_nvim, headless_nvim
+    from . import log
+
     try:
         nvim = find_nvim()
     except FileNotFoundError as exc:

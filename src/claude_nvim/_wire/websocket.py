@@ -31,12 +31,14 @@ import logging
 import math
 import os
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import trio
 
 from .._socket_io import send_all
+from .early import Early
 from .frames import (
     CLOSE,
     PING,
@@ -98,10 +100,14 @@ class Request:
     _leftover: bytes
     _server: Server
     _answered: bool = field(default=False, repr=False)
+    initialized: dict[str, Any] | None = None
+    """``initialize``'s params, when the early answers (:mod:`.early`) answered the upgrade
+    and ``initialize`` already; :meth:`accept` then sends nothing."""
 
     async def accept(self, *, subprotocol: str | None = None) -> Connection:
+        if not self._answered:
+            await self._stream.send_all(accept_response(self._key, subprotocol))
         self._answered = True
-        await self._stream.send_all(accept_response(self._key, subprotocol))
         return Connection(self._stream, subprotocol, self._server, self._leftover)
 
     async def reject(self, status: int, *, body: bytes = b"",
@@ -115,11 +121,13 @@ async def _send_http_error(stream: trio.SocketStream, response: bytes) -> None:
         await stream.send_all(response)
 
 
-async def _read_request(stream: trio.SocketStream, server: Server) -> Request | None:
-    """Read and check the upgrade request; answers a bad one itself (and returns ``None``)."""
+async def _read_request(stream: trio.SocketStream, server: Server, received: bytes = b""
+                        ) -> Request | None:
+    """Read and check the upgrade request (``received``: its start, read already); answers a
+    bad one itself (and returns ``None``)."""
     handshake = Handshake()
     while True:
-        chunk = await stream.receive_some(4096)
+        chunk, received = received or await stream.receive_some(4096), b""
         if not chunk:
             return None
         request = handshake.receive(chunk)
@@ -429,7 +437,28 @@ class Server:
     _unfinished: dict[trio.CancelScope, None] = field(default_factory=dict, repr=False)
     """The handshakes under way, oldest first."""
 
-    async def handle(self, stream: trio.SocketStream) -> None:
+    async def adopt(self, early: Early) -> None:
+        """Serve a connection the early answers took, from where it stands."""
+        stream = trio.SocketStream(trio.socket.from_stdlib_socket(early.socket))
+        upgrade = early.upgrade
+        if upgrade is None:
+            await self.handle(stream, early.received)
+            return
+        request = Request(upgrade.path, upgrade.headers, upgrade.subprotocols, upgrade.key,
+                          stream, early.received, self, _answered=True,
+                          initialized=early.initialize)
+        try:
+            await self.handler(request)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        except Exception:
+            log.exception("a connection failed")
+        finally:
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+
+    async def handle(self, stream: trio.SocketStream, received: bytes = b"") -> None:
+        """Serve one connection (``received``: the start of its request, read already)."""
         # Whatever one connection does, the server and the other connections go on.
         try:
             request = None
@@ -442,7 +471,7 @@ class Server:
                     del self._unfinished[oldest]
                     oldest.cancel()
                 try:
-                    request = await _read_request(stream, self)
+                    request = await _read_request(stream, self, received)
                 finally:
                     self._unfinished.pop(handshake, None)
             if request is not None:  # else: a bad, slow or silent client, answered if at all
@@ -460,9 +489,11 @@ class Server:
 
 async def serve(handler: Handler, port: int, *, max_message_size: int, handshake_timeout: float,
                 stall_timeout: float, listening: socket.socket | None = None,
+                early: Sequence[Early] = (),
                 task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
     """Serve WebSockets on 127.0.0.1 only; ``started`` with the port. ``listening``: a socket
-    already bound there and listening (handed over by whoever bound it), instead of ``port``."""
+    already bound there and listening (handed over by whoever bound it), instead of ``port``;
+    ``early``: the connections taken on it already (:mod:`.early`)."""
     open_files = raise_open_file_limit()
     # A quarter of the open files at most for handshakes: the rest stays for real clients.
     server = Server(handler, max_message_size, handshake_timeout, stall_timeout,
@@ -473,6 +504,8 @@ async def serve(handler: Handler, port: int, *, max_message_size: int, handshake
         listeners = await trio.open_tcp_listeners(port, host="127.0.0.1")
     bound: int = listeners[0].socket.getsockname()[1]
     async with trio.open_nursery() as nursery:
+        for taken in early:
+            nursery.start_soon(server.adopt, taken)
         for listener in listeners:
             nursery.start_soon(_accept, listener, server.handle, nursery)
         task_status.started(bound)
