@@ -12,12 +12,13 @@ import os
 import socket
 import stat
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from .._wire.early import answer_first
-from . import fail
+from . import fail, log
 
 EARLY_SECONDS = 3.0
 """How long a server handed its socket waits for claude's connection before it loads anyway
@@ -30,8 +31,12 @@ def run(args: argparse.Namespace) -> int:
         return fail(activated)
     if activated:
         seconds = float(os.environ.get("CLAUDE_NVIM_EARLY_SECONDS") or EARLY_SECONDS)
-        activated["early"] = answer_first(activated["listening"], activated["token"],
-                                          seconds=seconds)
+        started = time.monotonic()
+        activated["early"] = early = answer_first(activated["listening"], activated["token"],
+                                                  seconds=seconds)
+        log.debug("loading after %.0f ms of early answers: %d connection(s), %d initialized",
+                  (time.monotonic() - started) * 1000, len(early),
+                  sum(e.initialize is not None for e in early))
     return _serve(args, activated)
 
 
@@ -127,7 +132,6 @@ def _let_go_of_pipes() -> None:
 def _start_headless(stack: contextlib.ExitStack) -> str | None:
     """Start a private headless Neovim here for ``stack``'s life; its address, or None."""
     from .._nvim.headless import find_nvim, headless_nvim
-    from . import log
 
     try:
         nvim = find_nvim()
