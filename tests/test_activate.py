@@ -196,3 +196,34 @@ async def test_with_tools_disabled_claude_waits_for_the_server(claude_dir, monke
         await eventually(user, "return (require('claude_nvim').server().clients or 0) == 1")
         [server] = server_pids(nvim_pid)
         assert b"--listen-fd" not in Path(f"/proc/{server}/cmdline").read_bytes()
+
+
+def early_wait(pid: int) -> bytes | None:
+    """The server's $CLAUDE_NVIM_EARLY_SECONDS: how long it waits for a claude (None: 3 s)."""
+    for entry in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"):
+        if entry.startswith(b"CLAUDE_NVIM_EARLY_SECONDS="):
+            return entry.split(b"=", 1)[1]
+    return None
+
+
+async def test_a_server_started_for_no_claude_does_not_wait_for_one(claude_dir):
+    async with plugin_user(claude_dir) as user:
+        nvim_pid = await user.exec_lua("return vim.fn.getpid()")
+        # What :ClaudeNvimSend and the other commands do: they need the server, not a claude.
+        await user.exec_lua("require('claude_nvim').when_ready("
+                            "function() vim.g.served = true end, function() end)")
+        await eventually(user, "return vim.g.served")
+        [server] = server_pids(nvim_pid)
+        assert b"--listen-fd" in Path(f"/proc/{server}/cmdline").read_bytes()
+        assert early_wait(server) == b"0"
+
+
+async def test_a_server_started_for_a_claude_waits_for_its_connection(claude_dir):
+    async with plugin_user(claude_dir, claude={"outlive": False}) as user:
+        nvim_pid = await user.exec_lua("return vim.fn.getpid()")
+        await user.request("nvim_command", "ClaudeNvim")
+        await claude_started(claude_dir)
+        await eventually(user, "local s = require('claude_nvim').server(); "
+                               "return s and (s.clients or 0) == 1")
+        [server] = server_pids(nvim_pid)
+        assert early_wait(server) is None

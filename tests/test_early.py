@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import socket
 import sys
+import threading
 from pathlib import Path
 from unittest.mock import ANY
 
@@ -15,7 +16,8 @@ import pytest
 import trio
 
 from claude_nvim._wire.constants import CHALLENGE_HEADER, PROOF_HEADER, proof
-from claude_nvim._wire.frames import TEXT
+from claude_nvim._wire.early import MAX_CONNECTIONS, Early, answer_first
+from claude_nvim._wire.frames import BINARY, PING, TEXT, frame
 from helpers import KEY, WAIT, eventually, masked_frame
 
 TOKEN = "5e" * 16
@@ -164,3 +166,98 @@ async def test_with_no_claude_the_server_loads_after_its_wait(processes, nvim, n
     await client.until(b"\r\n\r\n")
     await client.send(INITIALIZE)
     await client.until(b'"id":0')
+
+
+# answer_first alone, in this process: a real listening socket, clients on plain sockets.
+
+
+def answering(listening: socket.socket) -> tuple[threading.Thread, list[list[Early]]]:
+    done: list[list[Early]] = []
+    thread = threading.Thread(
+        target=lambda: done.append(answer_first(listening, TOKEN, seconds=WAIT)), daemon=True)
+    thread.start()
+    return thread, done
+
+
+@pytest.fixture
+def listening():
+    with socket.socket() as bound:
+        bound.bind(("127.0.0.1", 0))
+        bound.listen(16)
+        yield bound
+
+
+def sent_frame(opcode: int, payload: bytes, *, fin: bool = True) -> bytes:
+    return frame(opcode, payload, mask=b"\x01\x02\x03\x04", fin=fin)
+
+
+def received_by(client: socket.socket, count: int) -> bytes:
+    got = b""
+    while len(got) < count:
+        chunk = client.recv(65536)
+        assert chunk, got
+        got += chunk
+    return got
+
+
+def test_what_follows_initialize_is_left_for_the_server(listening):
+    thread, done = answering(listening)
+    port = listening.getsockname()[1]
+    initialize = sent_frame(TEXT, json.dumps(INITIALIZE).encode())
+    after = (sent_frame(TEXT, b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+             + sent_frame(TEXT, b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}'))
+    with socket.create_connection(("127.0.0.1", port)) as client:
+        client.sendall(request(port) + initialize + after)  # one write, as a pipelining client
+        thread.join(WAIT)
+        [[early]] = done
+        assert early.upgrade is not None and early.upgrade.path == "/"
+        assert early.initialize == INITIALIZE["params"]
+        assert early.received == after  # to the byte, for the server to read
+        answer = received_by(client, 1)
+        while b'"result"' not in answer or answer.count(b"{") != answer.count(b"}"):
+            answer += received_by(client, 1)
+        assert answer.startswith(b"HTTP/1.1 101 Switching Protocols")
+        assert b'"id":0,"result":{"protocolVersion":"2025-06-18"' in answer
+        early.socket.close()
+
+
+@pytest.mark.parametrize("first", [
+    sent_frame(PING, b"hi"),
+    sent_frame(TEXT, json.dumps(INITIALIZE).encode()[:40], fin=False),
+    sent_frame(TEXT, b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":' + b"[" * 5000),
+    sent_frame(TEXT, json.dumps(INITIALIZE).encode().replace(b"{}", b'{"x":NaN}')),
+    sent_frame(BINARY, json.dumps(INITIALIZE).encode()),
+    sent_frame(TEXT, b'{"jsonrpc":"2.0","id":0,"method":"tools/list"}'),
+], ids=["ping", "fragment", "nested past the recursion limit", "NaN", "binary", "tools/list"])
+def test_anything_but_initialize_first_stops_and_is_handed_over_whole(listening, first):
+    thread, done = answering(listening)
+    port = listening.getsockname()[1]
+    with socket.create_connection(("127.0.0.1", port)) as client:
+        client.sendall(request(port))
+        assert received_by(client, 1).startswith(b"HTTP/1.1 101")
+        client.sendall(first)
+        thread.join(WAIT)
+        [[early]] = done  # it returned, it did not raise
+        assert early.upgrade is not None and early.initialize is None
+        assert early.received == first  # the server reads it, and answers as it does
+        early.socket.close()
+
+
+def test_it_takes_so_many_connections_and_leaves_the_rest_waiting(listening):
+    thread, done = answering(listening)
+    port = listening.getsockname()[1]
+    clients = [socket.create_connection(("127.0.0.1", port))
+               for _ in range(MAX_CONNECTIONS + 1)]
+    try:
+        thread.join(WAIT)
+        [taken] = done
+        assert len(taken) == MAX_CONNECTIONS
+        assert all(e.upgrade is None and e.received == b"" for e in taken)
+        listening.settimeout(WAIT)
+        waiting, _ = listening.accept()  # the last one, in the backlog for the server
+        waiting.close()
+        for early in taken:
+            early.socket.close()
+    finally:
+        for client in clients:
+            client.close()

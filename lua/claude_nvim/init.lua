@@ -298,7 +298,7 @@ end
 -- may outlive Neovim (then it ends by itself). Spawned on the next turn of the loop: the claude
 -- that is waiting for it starts first (its connection waits in the socket's backlog), and
 -- forking Neovim for the server (up to ~10 ms) is not on the way to its start.
-local function serve_activated(cmd, args, activation, detach)
+local function serve_activated(cmd, args, activation, detach, for_claude)
   local activate = require('claude_nvim.activate')
   local job, process, cancelled = {}, nil, false ---@type table, uv.uv_process_t?, boolean
   job.stop = function()
@@ -308,6 +308,10 @@ local function serve_activated(cmd, args, activation, detach)
   activation.job = job
   serving, activated = job, activation
   args = vim.list_extend(vim.list_slice(cmd, 2), vim.list_extend(args, { '--listen-fd', '3' }))
+  -- It answers a claude's connection before it loads (src/claude_nvim/_wire/early.py): with
+  -- no claude starting, it loads at once.
+  local env = for_claude and activation.env
+    or vim.list_extend(vim.deepcopy(activation.env), { 'CLAUDE_NVIM_EARLY_SECONDS=0' })
   vim.schedule(function()
     if cancelled then  -- stopped before it started
       activate.handed_over(activation)
@@ -315,7 +319,7 @@ local function serve_activated(cmd, args, activation, detach)
     end
     local said, rest, stderr = nil, '', uv.new_pipe(false)  -- rest: stderr's unfinished line
     local pid
-    process, pid = uv.spawn(cmd[1], { args = args, env = activation.env, detached = detach,
+    process, pid = uv.spawn(cmd[1], { args = args, env = env, detached = detach,
       stdio = { nil, nil, stderr, activation.fd }, cwd = vim.fn.getcwd() },
       function(code) vim.schedule(function()
         if process then process:close() end
@@ -359,7 +363,9 @@ end
 --- Start a server for this Neovim (unless one of this plugin's runs): this project's server
 --- that outlived the last Neovim if it will attach here; else one on a socket bound here
 --- (claude_nvim.activate), so that a claude can start at once; else one that binds its own.
-function M.serve()
+--- `for_claude`: a claude starts now (the activated server waits for it before it loads).
+---@param for_claude? boolean
+function M.serve(for_claude)
   if serving or asking then return end
   local cmd, why = M.command()
   if cmd == nil then return settle(false, why) end
@@ -375,7 +381,7 @@ function M.serve()
   local function start()
     if activation_wanted(cmd) then
       local activation = require('claude_nvim.activate').prepare(SERVER_LUA)
-      if activation then return serve_activated(cmd, args, activation, outlive) end
+      if activation then return serve_activated(cmd, args, activation, outlive, for_claude) end
     end
     start_server(cmd, args, outlive)
   end
@@ -397,7 +403,7 @@ serve = M.serve
 function M.when_listening(ready, failed)
   local info = ready_server()
   if info then return ready(info) end
-  if not server() then serve() end
+  if not server() then serve(true) end
   if activated then return ready(activated) end
   M.when_ready(ready, failed)
 end

@@ -22,7 +22,8 @@ from . import fail, log
 
 EARLY_SECONDS = 3.0
 """How long a server handed its socket waits for claude's connection before it loads anyway
-(claude connects 0.7-1.5 s after it starts; $CLAUDE_NVIM_EARLY_SECONDS)."""
+(claude connects 0.7-1.5 s after it starts; $CLAUDE_NVIM_EARLY_SECONDS: the plugin gives 0
+when no claude is starting)."""
 
 
 def run(args: argparse.Namespace) -> int:
@@ -30,7 +31,10 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(activated, str):
         return fail(activated)
     if activated:
-        seconds = float(os.environ.get("CLAUDE_NVIM_EARLY_SECONDS") or EARLY_SECONDS)
+        try:
+            seconds = float(os.environ.get("CLAUDE_NVIM_EARLY_SECONDS") or EARLY_SECONDS)
+        except ValueError:
+            seconds = EARLY_SECONDS
         started = time.monotonic()
         activated["early"] = early = answer_first(activated["listening"], activated["token"],
                                                   seconds=seconds)

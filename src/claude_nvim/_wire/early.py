@@ -13,17 +13,19 @@ server takes every connection where it stands.
 
 from __future__ import annotations
 
-import contextlib
-import json
+import logging
 import selectors
 import socket
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from . import hello
+from . import hello, jsontext
 from .frames import TEXT, FrameReader, Message, frame
 from .handshake import Handshake, Upgrade, accept_response
+from .jsonrpc import read_message
+
+log = logging.getLogger(__name__)
 
 MAX_CONNECTIONS = 8
 """Connections the early answers take: claude makes two (its IDE and model endpoints)."""
@@ -56,10 +58,14 @@ def answer_first(listening: socket.socket, token: str, *, seconds: float) -> lis
                 if key.fileobj is listening:
                     if len(taken) == MAX_CONNECTIONS:
                         return taken
-                    with contextlib.suppress(BlockingIOError, ConnectionError):
+                    try:
                         accepted, _ = listening.accept()
-                        taken.append(Early(accepted))
-                        selector.register(accepted, selectors.EVENT_READ, taken[-1])
+                    except (BlockingIOError, ConnectionError):
+                        continue  # taken back by the client: normal life
+                    except OSError:  # out of files, say: the server says so, and retries
+                        return taken
+                    taken.append(Early(accepted))
+                    selector.register(accepted, selectors.EVENT_READ, taken[-1])
                     continue
                 early: Early = key.data
                 try:
@@ -75,6 +81,9 @@ def answer_first(listening: socket.socket, token: str, *, seconds: float) -> lis
                 try:
                     step = _step(early, token)
                 except OSError:  # gone while answered: the server finds it closed
+                    step = "stop"
+                except Exception:  # never the reason the server does not load
+                    log.exception("the early answers failed; the server takes over")
                     step = "stop"
                 if step == "stop":
                     return taken
@@ -112,7 +121,7 @@ def _step(early: Early, token: str) -> str:
         return "stop"
     answer = {"jsonrpc": "2.0", "id": request["id"],
               "result": hello.initialize_result(request["params"])}
-    early.socket.sendall(frame(TEXT, json.dumps(answer, separators=(",", ":")).encode()))
+    early.socket.sendall(frame(TEXT, jsontext.dumps(answer)))
     early.initialize, early.received = request["params"], reader.unparsed
     return "connected"
 
@@ -122,8 +131,8 @@ def _initialize(message: str | bytes | None) -> dict[str, Any] | None:
     if not isinstance(message, str):
         return None
     try:
-        request = json.loads(message)
-    except ValueError:
+        request = read_message(message)  # as the server reads it: NaN is no JSON
+    except (ValueError, RecursionError):
         return None
     if not isinstance(request, dict) or request.get("jsonrpc") != "2.0" \
             or request.get("method") != "initialize" \
