@@ -207,6 +207,10 @@ async def test_claudes_outlive_neovim_and_the_next_one_finds_them(claude_dir, ho
                                "0, -1, false)):find('marker-one', 1, true) then return true end "
                                "end")
         await until(lambda: records(runtime)[2]["name"] == "the parser", "the name kept")
+        # Both connected: the server answers a claude before it loads, and one that loses its
+        # Neovim while loading ends rather than lingers.
+        await eventually(user, "local s = require('claude_nvim').server(); "
+                               "return s and s.clients == 2")
         await quit_neovim(user, how)
     held = records(runtime)
     assert {held[1]["claude"], held[2]["claude"]} == started
