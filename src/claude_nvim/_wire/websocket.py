@@ -441,39 +441,19 @@ class Server:
         """Serve a connection the early answers took, from where it stands."""
         stream = trio.SocketStream(trio.socket.from_stdlib_socket(early.socket))
         upgrade = early.upgrade
-        if upgrade is None:
-            await self.handle(stream, early.received)
-            return
-        request = Request(upgrade.path, upgrade.headers, upgrade.subprotocols, upgrade.key,
-                          stream, early.received, self, _answered=True,
-                          initialized=early.initialize)
-        try:
-            await self.handler(request)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass
-        except Exception:
-            log.exception("a connection failed")
-        finally:
-            with trio.CancelScope(shield=True):
-                await stream.aclose()
+        answered = None if upgrade is None else Request(
+            upgrade.path, upgrade.headers, upgrade.subprotocols, upgrade.key, stream,
+            early.received, self, _answered=True, initialized=early.initialize)
+        await self.handle(stream, early.received, answered)
 
-    async def handle(self, stream: trio.SocketStream, received: bytes = b"") -> None:
-        """Serve one connection (``received``: the start of its request, read already)."""
+    async def handle(self, stream: trio.SocketStream, received: bytes = b"",
+                     request: Request | None = None) -> None:
+        """Serve one connection: ``received`` is the start of its request, read already;
+        ``request``, its request answered already (:meth:`adopt`)."""
         # Whatever one connection does, the server and the other connections go on.
         try:
-            request = None
-            with trio.move_on_after(self.handshake_timeout) as handshake:
-                self._unfinished[handshake] = None
-                if len(self._unfinished) > self.max_unfinished:
-                    # Drop the oldest: a claude sends its request at once, so it is never the
-                    # oldest for long; idle connections piling up are.
-                    oldest = next(iter(self._unfinished))
-                    del self._unfinished[oldest]
-                    oldest.cancel()
-                try:
-                    request = await _read_request(stream, self, received)
-                finally:
-                    self._unfinished.pop(handshake, None)
+            if request is None:
+                request = await self._read_request(stream, received)
             if request is not None:  # else: a bad, slow or silent client, answered if at all
                 await self.handler(request)
                 if not request._answered:
@@ -485,6 +465,23 @@ class Server:
         finally:
             with trio.CancelScope(shield=True):
                 await stream.aclose()
+
+    async def _read_request(self, stream: trio.SocketStream, received: bytes
+                            ) -> Request | None:
+        """The upgrade request, within the handshake timeout, or None."""
+        with trio.move_on_after(self.handshake_timeout) as handshake:
+            self._unfinished[handshake] = None
+            if len(self._unfinished) > self.max_unfinished:
+                # Drop the oldest: a claude sends its request at once, so it is never the
+                # oldest for long; idle connections piling up are.
+                oldest = next(iter(self._unfinished))
+                del self._unfinished[oldest]
+                oldest.cancel()
+            try:
+                return await _read_request(stream, self, received)
+            finally:
+                self._unfinished.pop(handshake, None)
+        return None
 
 
 async def serve(handler: Handler, port: int, *, max_message_size: int, handshake_timeout: float,
