@@ -52,8 +52,18 @@ from helpers import HookedClaude, hand_over
 out = {out!r}
 with open(out + "/started.json", "w") as f:
     json.dump({{"pid": os.getpid(), "argv": sys.argv[1:]}}, f)
+def in_terminal():  # its own session, its terminal its controlling one, signals of its own
+    try:
+        foreground = os.tcgetpgrp(0) == os.getpgrp()
+    except OSError:
+        foreground = False
+    status = pathlib.Path("/proc/self/status")
+    ignored = (int(next(line.split()[1] for line in status.read_text().splitlines()
+                        if line.startswith("SigIgn:")), 16) if status.exists() else 0)
+    return {{"session_leader": os.getsid(0) == os.getpid(), "foreground": foreground,
+             "parent": os.getppid(), "ignores_int": bool(ignored & (1 << 1))}}
 with open(out + "/started.jsonl", "a") as f:
-    f.write(json.dumps({{"pid": os.getpid(), "argv": sys.argv[1:]}}) + "\\n")
+    f.write(json.dumps({{"pid": os.getpid(), "argv": sys.argv[1:], **in_terminal()}}) + "\\n")
 def title(text):
     sys.stdout.write("\\x1b]0;" + text + "\\x07")
     sys.stdout.flush()

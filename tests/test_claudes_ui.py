@@ -63,7 +63,9 @@ async def test_a_claude_is_named_by_its_title_or_by_the_user(user, claude_dir):
     await claudes_started(claude_dir, 2)
     second = await user.exec_lua("for _, b in ipairs(vim.api.nvim_list_bufs()) do\n"
                                  "  if vim.b[b].claude_nvim_terminal == 2 then\n"
-                                 "    return vim.b[b].terminal_job_pid end end")
+                                 "    local v = vim.b[b]\n"
+                                 "    return v.claude_nvim_pid or v.terminal_job_pid\n"
+                                 "  end end")
     # claude's own title before a conversation has a topic is no name.
     assert await user.exec_lua(NAMES) == ["Claude 1", "Claude 2"]
     await user.exec_lua(TYPE, 2, "title \N{CIRCLE WITH LEFT HALF BLACK} fix the parser")

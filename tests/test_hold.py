@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import trio
 
+from claude_nvim._claudes.processes import parent_pid
 from claude_nvim._hold import launch
 from claude_nvim._hold import protocol as p
 from claude_nvim._nvim.headless import find_nvim
@@ -279,6 +280,63 @@ async def start_held_claude(user, claude_dir, runtime: Path) -> tuple[int, int]:
     return claude["pid"], records(runtime)[1]["holder"]
 
 
+@pytest.mark.parametrize("how", ["claude first", "holder first"])
+async def test_a_held_claude_has_a_terminal_of_its_own(claude_dir, how):
+    """Where the plugin knows the install's Python, it starts claude itself and the holder
+    beside it (held.lua): claude's start waits for no Python. Otherwise (opts.cmd a wrapper)
+    the holder starts claude. Either way claude leads a session of its own, its terminal its
+    controlling one (its size changes and hangups reach it), its SIGINT not ignored (as a
+    shell's background job's is), and its holder is its parent (which reaps it)."""
+    runtime = Path(os.environ["XDG_RUNTIME_DIR"])
+    cmd = [sys.executable, "-m", "claude_nvim"]
+    async with neovim(claude_dir, cmd=cmd if how == "claude first" else ["env", *cmd]) as user:
+        claude, holder = await start_held_claude(user, claude_dir, runtime)
+        (started,) = await claudes_started(claude_dir, 1)
+        assert started["session_leader"] and started["foreground"]
+        assert not started["ignores_int"]
+        assert started["parent"] == holder == parent_pid(claude)
+        job = await eventually(user, "local c = require('claude_nvim.terminal').list()[1] "
+                                     "return c and c.job and vim.fn.jobpid(c.job)")
+        nvim = await user.exec_lua("return vim.fn.getpid()")
+        # Started by Neovim beside the terminal's client, or by that client.
+        assert parent_pid(holder) == (nvim if how == "claude first" else job)
+        assert parent_pid(job) == nvim
+        await type_into(user, 1, "marker-typed\r")  # through the client and the holder
+        await eventually(user, "local c = require('claude_nvim.terminal').list()[1] return "
+                               "table.concat(vim.api.nvim_buf_get_lines(c.buf, 0, -1, false))"
+                               ":find('marker-typed', 1, true)")
+
+
+async def test_a_holder_that_cannot_start_says_why_and_ends_its_claude(claude_dir):
+    """claude starts before its holder binds its socket; when another process listens there
+    (not a holder this Neovim can see: no record), the holder says why, its claude ends, and
+    the terminal's client does not take that process for the holder."""
+    runtime = Path(os.environ["XDG_RUNTIME_DIR"])
+    squatter = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        squatter.bind(str(project_dir(str(claude_dir)) / "claude-1.sock"))
+        squatter.listen(8)
+        async with neovim(claude_dir) as user:
+            await user.request("nvim_command", "ClaudeNvim")
+            message = await eventually(
+                user, "local m = vim.api.nvim_exec2('messages', {output = true}).output "
+                      "return m:find('served by a live holder', 1, true) and m")
+            assert "Claude 1: hold: " in message
+            stand_in = str(claude_dir / "bin" / "claude").encode()
+            await until(lambda: not any(stand_in in _cmdline(pid) and running(int(pid))
+                                        for pid in os.listdir("/proc") if pid.isdigit()),
+                        "its claude ended")
+            # Its terminal stays, saying so.
+            await eventually(user, "for _, b in ipairs(vim.api.nvim_list_bufs()) do "
+                                   "if vim.b[b].claude_nvim_terminal == 1 and table.concat("
+                                   "vim.api.nvim_buf_get_lines(b, 0, -1, false)):find("
+                                   "'another process listens there', 1, true) then "
+                                   "return true end end")
+            assert records(runtime) == {}
+    finally:
+        squatter.close()
+
+
 async def test_stop_ends_the_current_claude(claude_dir):
     runtime = Path(os.environ["XDG_RUNTIME_DIR"])
     async with neovim(claude_dir) as user:
@@ -297,6 +355,28 @@ async def test_wiping_a_held_claudes_buffer_ends_it(claude_dir):
         await user.exec_lua("vim.api.nvim_buf_delete(require('claude_nvim.terminal')"
                             ".list()[1].buf, { force = true })")
         await until(lambda: not running(claude) and not running(holder), "ended")
+        assert records(runtime) == {}
+
+
+async def test_a_held_claude_wiped_before_its_holder_is_up_ends(claude_dir):
+    """Its holder starts a little after claude (held.lua's PAUSE): a buffer wiped before then
+    ends claude all the same (its terminal hangs up), and leaves no holder."""
+    runtime = Path(os.environ["XDG_RUNTIME_DIR"])
+    async with neovim(claude_dir) as user:
+        holder, socket_was_there = await user.exec_lua(
+            "vim.cmd('ClaudeNvim') "
+            "local c = require('claude_nvim.terminal').list()[1] "
+            "vim.wait(10000, function() return vim.b[c.buf].claude_nvim_pid ~= nil end) "
+            "local sock = require('claude_nvim.held').socket(1) "
+            "local there = vim.uv.fs_stat(sock) ~= nil "
+            "local pid = vim.b[c.buf].claude_nvim_pid "
+            "vim.api.nvim_buf_delete(c.buf, { force = true }) "
+            "return { pid, there }")
+        assert not socket_was_there  # wiped while the holder was still to come
+        stand_in = str(claude_dir / "bin" / "claude").encode()
+        await until(lambda: not running(holder) and not any(
+            stand_in in _cmdline(pid) and running(int(pid))
+            for pid in os.listdir("/proc") if pid.isdigit()), "claude and its holder ended")
         assert records(runtime) == {}
 
 

@@ -7,6 +7,8 @@ local uv = vim.uv or vim.loop
 local M = {}
 
 local project = nil  -- the project's working directory, fixed when first needed
+---@type table<string, uv.uv_process_t>
+local starting = {}  -- the holders M.start started that have not said ok yet, by socket
 
 --- Whether Claudes run under holders: opts.claude.outlive, on a system with Unix sockets.
 ---@return boolean
@@ -111,6 +113,97 @@ function M.hold_command(args)
   return vim.list_extend(cmd, vim.list_extend({ 'hold' }, args))
 end
 
+-- claude's first few tenths of a second take both cores (the real CLI 2.1.332, on 2 cores):
+-- two Pythons starting beside it then (its holder and its terminal's client, 0.1 s of CPU)
+-- made it connect 70 ms later. Both start this long after claude instead; meanwhile claude's
+-- terminal keeps what it writes (and what is typed), and `sh` holds its master end.
+local PAUSE = '0.4'
+
+-- claude, then its holder, from one spawn of `sh`: it starts claude in the background, on
+-- the slave end of a pseudo-terminal Neovim made (claude_nvim.pty) as its controlling one, in
+-- a session of its own, with its signals as a command's (`env --default-signal`: a background
+-- command's SIGINT is ignored); then, after PAUSE, it becomes the holder, claude's parent: the
+-- master end is its stdin, and it says `ok SOCKET` or why on its stdout (launch.py's --adopt).
+local START = [[
+python=$1 boot=$2 src=$3 n=$4 project=$5 pause=$6; shift 6
+env --default-signal setsid --ctty "$@" <&3 >&3 2>&3 3>&- &
+exec 3>&-
+sleep "$pause" <&-
+exec "$python" -I -S -c "$boot" "$src" --adopt "$!" --number "$n" --project "$project" -- "$@"
+]]
+
+-- The Python to start holders with, where claude can start before it (see START): nil where
+-- it cannot (no pseudo-terminals from Lua, busybox's env or setsid, no known Python).
+local function quick_python()
+  if not (SRC and require('claude_nvim.pty').available()) then return nil end
+  for _, tool in ipairs({ 'env', 'setsid' }) do
+    local path = vim.fn.exepath(tool)
+    local real = path ~= '' and uv.fs_realpath(path)
+    if not real or vim.fs.basename(real) == 'busybox' then return nil end
+  end
+  local cmd = require('claude_nvim').command()
+  local python = cmd and python_of(cmd)
+  return python and uv.fs_stat(SRC .. '/claude_nvim/_hold/launch.py') and python or nil
+end
+
+--- Start `argv` (claude and its arguments) as Claude `n`, in a terminal of `rows` x `cols`,
+--- with `env` added to Neovim's environment, under a new holder that claude's start does not
+--- wait for: true, the holder's pid (claude descends from it) and its socket-to-be
+--- (M.attach_command waits for it); `failed(why)` later, in the loop, if the holder could not
+--- start. False where this cannot be done (M.start_command can).
+---@param n integer
+---@param argv string[]
+---@param env table<string, string>|nil
+---@param rows integer
+---@param cols integer
+---@param failed fun(why: string)
+---@return boolean started
+---@return integer|nil holder
+---@return string|nil sock
+function M.start(n, argv, env, rows, cols, failed)
+  local python = quick_python()
+  if not python then return false end
+  local pty = require('claude_nvim.pty')
+  local master, slave = pty.open(rows, cols)
+  if not master or not slave then return false end
+  local dir = require('claude_nvim.project').path(project_cwd())
+  local vars = vim.fn.environ()
+  vars.NVIM, vars.TERM = vim.v.servername, 'xterm-256color'  -- as in Neovim's terminals
+  for var, value in pairs(env or {}) do vars[var] = value end
+  vars.CLAUDE_NVIM_HOLDER = dir .. '/claude-' .. n .. '.json'  -- launch.RECORD_VAR
+  local list = {}
+  for var, value in pairs(vars) do list[#list + 1] = var .. '=' .. value end
+  local out = uv.new_pipe(false)
+  local handle ---@type uv.uv_process_t?
+  local spawned
+  handle, spawned = uv.spawn('sh', {
+    args = vim.list_extend({ '-c', START, 'sh', python, BOOT, SRC, tostring(n), project_cwd(),
+      PAUSE }, argv),
+    stdio = { master, out, slave, slave }, env = list, detached = true,
+  }, function() if handle then handle:close() end end)
+  pty.close(master)
+  pty.close(slave)
+  if not handle then
+    out:close()
+    return false
+  end
+  handle:unref()  -- the holder outlives this Neovim; nothing here waits for it
+  local sock = dir .. '/claude-' .. n .. '.sock'
+  starting[sock] = handle
+  local said = {}
+  out:read_start(function(err, data)
+    if data and not err then said[#said + 1] = data; return end
+    out:close()
+    starting[sock] = nil
+    local text = table.concat(said)
+    if text:match('^ok ') then return end
+    vim.schedule(function()
+      failed(text ~= '' and (text:gsub('%s+$', '')) or 'its holder did not start')
+    end)
+  end)
+  return true, spawned, sock
+end
+
 --- The command of a terminal that starts `argv` (claude and its arguments) as Claude `n`
 --- under a new holder; nil and why when there is no claude-nvim to run.
 ---@param n integer
@@ -122,11 +215,18 @@ function M.start_command(n, argv)
     { '--number', tostring(n), '--project', project_cwd(), '--' }, argv))
 end
 
---- The command of a terminal attached to the holder at `sock`.
+--- The command of a terminal attached to the holder at `sock`; with `holder`, that of a new
+--- Claude (M.start): the holder's pid, waited for while it starts (after PAUSE, as it does).
 ---@param sock string
+---@param holder? integer
 ---@return string[]|nil
 ---@return string|nil why
-function M.attach_command(sock) return M.hold_command({ '--attach', sock }) end
+function M.attach_command(sock, holder)
+  if not holder then return M.hold_command({ '--attach', sock }) end
+  local cmd, why = M.hold_command({ '--attach', sock, '--holder', tostring(holder) })
+  if not cmd then return nil, why end
+  return vim.list_extend({ 'sh', '-c', 'sleep "$1"; shift; exec "$@"', 'sh', PAUSE }, cmd)
+end
 
 -- A frame of the holder's wire (src/claude_nvim/_hold/protocol.py): its kind, its length in
 -- four bytes (big-endian), its payload.
@@ -157,8 +257,16 @@ end
 function M.name(sock, name, done) tell_holder(sock, 'N', name, done) end
 
 --- End the Claude of the holder at `sock` (it hangs up claude, as a closed terminal would;
---- the holder ends with it).
+--- the holder ends with it). A holder still starting (M.start) is ended: claude's terminal
+--- hangs up with it.
 ---@param sock string
-function M.stop(sock) tell_holder(sock, 'K', '') end
+function M.stop(sock)
+  local handle = starting[sock]
+  if handle and not handle:is_closing() then
+    handle:kill('sigterm')
+    return
+  end
+  tell_holder(sock, 'K', '')
+end
 
 return M

@@ -255,7 +255,22 @@ local function run(claude, info, args)
     claude_nvim, why = require('claude_nvim').command()
     if not claude_nvim then return failed(claude, why) end
     cmd = remote.claude_command(claude_nvim, vim.list_slice(cmd, 2))
-  elseif held().enabled() then  -- its holder is this terminal's child; its socket is known
+  elseif held().enabled() then
+    local win = window_of(claude)
+    local rows = win and api.nvim_win_get_height(win) or vim.o.lines
+    local cols = win and api.nvim_win_get_width(win) - vim.fn.getwininfo(win)[1].textoff
+      or vim.o.columns
+    -- claude at once, its holder beside it; this terminal attaches once the holder is up.
+    local started, holder, sock = held().start(claude.n, cmd, info.claude.env, rows,
+      math.max(cols, 1), function(err) tell('Claude ' .. claude.n .. ': ' .. err, 'WARN') end)
+    if started then
+      claude.sock = sock
+      vim.b[buf].claude_nvim_pid = holder  -- claude descends from it, not from this terminal
+      cmd, why = held().attach_command(sock, holder)
+      if not cmd then return failed(claude, why) end
+      return launch(claude, cmd, nil, exe)
+    end
+    -- Where it cannot: its holder is this terminal's child; its socket is known.
     cmd, why = held().start_command(claude.n, cmd)
     if not cmd then return failed(claude, why) end
     launch(claude, cmd, info.claude.env, exe)

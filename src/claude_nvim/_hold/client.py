@@ -13,21 +13,25 @@ import os
 import select
 import signal
 import socket
+import struct
 import sys
 import termios
+import time
 import tty
 
 from . import protocol as p
 from .terminal import window
 
+HOLDER_START_SECONDS = 10.0
+"""How long a client waits for a holder still starting (``holder``) to listen."""
 
-def attach(path: str) -> int:
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.connect(path)
-    except OSError as exc:
-        sock.close()
-        print(f"claude-nvim: no Claude holds {path} any more ({exc.strerror})", file=sys.stderr)
+
+def attach(path: str, holder: int | None = None) -> int:
+    """Relay this terminal to the holder at ``path``; with ``holder``, that holder's pid, wait
+    while it starts (the plugin opens the terminal as it starts claude: held.lua)."""
+    sock = _connect(path, holder)
+    if isinstance(sock, str):
+        print(f"claude-nvim: no Claude holds {path} any more ({sock})", file=sys.stderr)
         return 1
     stdin, stdout = sys.stdin.fileno(), sys.stdout.fileno()
     saved = None
@@ -80,6 +84,45 @@ def _relay(sock: socket.socket, stdin: int, stdout: int, wake: int) -> int:
                 elif kind == p.REFUSED:
                     os.write(2, b"claude-nvim: " + payload + b"\r\n")
                     return 75  # EX_TEMPFAIL: it runs, elsewhere
+
+
+def _connect(path: str, holder: int | None) -> socket.socket | str:
+    """A connection to the holder at ``path`` (the process ``holder`` if given, waited for
+    while it runs: it binds and listens tens of ms after it starts), or why not."""
+    deadline = time.monotonic() + HOLDER_START_SECONDS
+    while True:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.setblocking(False)  # a listener that accepts nothing (a full backlog): EAGAIN
+        pause = 0.005
+        try:
+            sock.connect(path)
+            if holder is None or _peer(sock) == holder:
+                sock.setblocking(True)
+                return sock
+            why, pause = "another process listens there", 0.1  # its backlog: not filled
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+        sock.close()
+        if not (holder and _alive(holder) and time.monotonic() < deadline):
+            return why
+        time.sleep(pause)
+
+
+def _peer(sock: socket.socket) -> int:
+    """The pid of the process that listens at the other end."""
+    pid, _, _ = struct.unpack("3i", sock.getsockopt(
+        socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    return int(pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
 
 
 def _write_all(fd: int, data: bytes) -> None:

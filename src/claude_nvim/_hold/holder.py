@@ -44,18 +44,25 @@ def bind(path: Path) -> socket.socket:
             if exc.errno != errno.EADDRINUSE:
                 raise
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+                probe.setblocking(False)  # a full backlog says EAGAIN: someone listens
                 try:
                     probe.connect(str(path))
                 except (ConnectionRefusedError, FileNotFoundError):
                     path.unlink(missing_ok=True)
                     listener.bind(str(path))
-                else:
-                    raise FileExistsError(f"{path} is served by a live holder") from None
+                    return _listening(listener)
+                except BlockingIOError:
+                    pass
+                raise FileExistsError(f"{path} is served by a live holder") from None
     except BaseException:
         listener.close()
         raise
     finally:
         os.umask(old_umask)
+    return _listening(listener)
+
+
+def _listening(listener: socket.socket) -> socket.socket:
     listener.listen(MAX_CONNECTIONS)
     return listener
 

@@ -30,18 +30,25 @@ reads there the address of the Neovim attached now (``nvim``), not the one ``$NV
 
 def quick(args: list[str]) -> int | None:
     """Run ``claude-nvim hold ARGS`` if they are of the forms the plugin writes (``--attach
-    SOCK``; ``[--number N] [--name NAME] [--project DIR] -- COMMAND ...``); None otherwise."""
-    if len(args) == 2 and args[0] == "--attach":
+    SOCK [--holder PID]``; ``[--adopt PID] [--number N] [--name NAME] [--project DIR] --
+    COMMAND ...``); None otherwise."""
+    if len(args) in (2, 4) and args[0] == "--attach" and args[2:3] in ([], ["--holder"]):
         from .client import attach
-        return attach(args[1])
+        return attach(args[1], int(args[3]) if len(args) == 4 and args[3].isdigit() else None)
     options: dict[str, str] = {}
     at = 0
+    adopted = None
+    if args[:1] == ["--adopt"] and len(args) > 1 and args[1].isdigit():
+        adopted, at = int(args[1]), 2
     while at + 1 < len(args) and args[at] in ("--number", "--name", "--project"):
         options[args[at]] = args[at + 1]
         at += 2
     number = options.get("--number", "1")
     if args[at:at + 1] != ["--"] or len(args) == at + 1 or not number.isdigit():
         return None
+    if adopted is not None:
+        return adopt(adopted, int(number), options.get("--name"), options.get("--project"),
+                     args[at + 1:])
     return start(int(number), options.get("--name"), options.get("--project"), args[at + 1:])
 
 
@@ -82,20 +89,32 @@ def start(number: int, name: str | None, project: str | None, argv: list[str]) -
     return client.attach(os.fsdecode(said[3:]))
 
 
+def adopt(claude: int, number: int, name: str | None, project: str | None,
+          argv: list[str]) -> NoReturn:
+    """Hold claude (``argv``), this process's child ``claude``, started before this process by
+    the plugin (``lua/claude_nvim/held.lua``) on the pseudo-terminal whose master end is
+    stdin; say ``ok SOCKET`` or why on stdout."""
+    master, ready = os.dup(0), os.dup(1)
+    _hold(ready, number, name, os.path.realpath(project or os.getcwd()), argv, window(master),
+          (claude, master))
+
+
 def _hold(ready: int, number: int, name: str | None, project: str, argv: list[str],
-          size: tuple[int, int]) -> NoReturn:
-    """The holder: in a session of its own (Neovim's quitting leaves it), claude started, then
-    its socket and record; says ``ok SOCKET`` or why not on ``ready``, then serves."""
+          size: tuple[int, int], started: tuple[int, int] | None = None) -> NoReturn:
+    """The holder: in a session of its own (Neovim's quitting leaves it), claude started (unless
+    ``started``: its pid and its terminal's master end), then its socket and record; says ``ok
+    SOCKET`` or why not on ``ready``, then serves."""
     code = 1
     claude = master = -1
     try:
-        os.setsid()
+        if started is None:
+            os.setsid()
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(null, fd)
         os.close(null)
-        claude, master = spawn(argv, size, {RECORD_VAR: record_path(project, number)})
-        import signal
+        claude, master = started or spawn(
+            argv, size, {RECORD_VAR: record_path(project, number)})
         import time
 
         from .._project import project_dir
@@ -117,13 +136,16 @@ def _hold(ready: int, number: int, name: str | None, project: str, argv: list[st
         os.close(ready)
         code = held.run()
     except BaseException as exc:
+        import contextlib
+        import signal
         if claude > 0:  # started for nothing, not a second ago: nothing of its to keep
             try:
                 os.killpg(claude, signal.SIGKILL)
                 os.waitpid(claude, 0)
             except OSError:
                 pass
-        os.write(ready, f"hold: {exc}".encode()[:4000])
+        with contextlib.suppress(OSError):  # said ok already: served, then failed
+            os.write(ready, f"hold: {exc}".encode()[:4000])
     os._exit(code)
 
 

@@ -1,0 +1,64 @@
+-- A pseudo-terminal made in Neovim's own process (LuaJIT's FFI), for a held Claude: claude
+-- starts on its slave end at once, and its holder takes the master end while claude starts
+-- (claude_nvim.held). Python's start no longer comes before claude's.
+-- Only where the constants below are known: Linux on x86-64 and arm64.
+local M = {}
+
+local ok, ffi = pcall(require, 'ffi')
+local KNOWN = ok and jit and jit.os == 'Linux' and (jit.arch == 'x64' or jit.arch == 'arm64')
+
+local O_RDWR, O_NOCTTY, O_CLOEXEC = 2, 0x100, 0x80000
+local TIOCSWINSZ = 0x5414
+
+local declared = false
+local function declare()
+  if declared then return end
+  declared = true
+  -- One at a time: another plugin may have declared some already (that is an error).
+  for _, decl in ipairs({
+    'int posix_openpt(int flags);', 'int grantpt(int fd);', 'int unlockpt(int fd);',
+    'char *ptsname(int fd);', 'int open(const char *path, int flags, ...);',
+    'int close(int fd);', 'int ioctl(int fd, unsigned long request, ...);',
+    'struct claude_nvim_winsize { unsigned short rows, cols, xpixel, ypixel; };',
+  }) do
+    pcall(ffi.cdef, decl)
+  end
+end
+
+--- Whether this Neovim can make a pseudo-terminal itself.
+---@return boolean
+function M.available() return KNOWN and true or false end
+
+--- A new pseudo-terminal of `rows` x `cols`: its master and slave ends (close-on-exec, not
+--- this process's controlling terminal), or nil and why.
+---@param rows integer
+---@param cols integer
+---@return integer|nil master
+---@return integer|nil slave
+---@return string|nil why
+function M.open(rows, cols)
+  if not KNOWN then return nil, nil, 'no pseudo-terminals from Lua here' end
+  declare()
+  local C = ffi.C
+  local master = C.posix_openpt(O_RDWR + O_NOCTTY + O_CLOEXEC)
+  if master < 0 then return nil, nil, 'posix_openpt failed: errno ' .. ffi.errno() end
+  local name = nil
+  if C.grantpt(master) == 0 and C.unlockpt(master) == 0 then name = C.ptsname(master) end
+  local slave = name ~= nil and C.open(name, O_RDWR + O_NOCTTY + O_CLOEXEC) or -1
+  if slave < 0 then
+    local errno = ffi.errno()
+    C.close(master)
+    return nil, nil, 'cannot open a pseudo-terminal\'s slave: errno ' .. errno
+  end
+  local size = ffi.new('struct claude_nvim_winsize', { rows, cols, 0, 0 })
+  C.ioctl(slave, ffi.cast('unsigned long', TIOCSWINSZ), size)
+  return master, slave
+end
+
+--- Close `fd` (an end M.open gave).
+---@param fd integer
+function M.close(fd)
+  if KNOWN then ffi.C.close(fd) end
+end
+
+return M
