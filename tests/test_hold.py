@@ -359,14 +359,14 @@ async def test_wiping_a_held_claudes_buffer_ends_it(claude_dir):
 
 
 async def test_a_held_claude_wiped_before_its_holder_is_up_ends(claude_dir):
-    """Its holder starts a little after claude (held.lua's PAUSE): a buffer wiped before then
+    """Its holder starts beside claude (held.lua): a buffer wiped before the holder listens
     ends claude all the same (its terminal hangs up), and leaves no holder."""
     runtime = Path(os.environ["XDG_RUNTIME_DIR"])
     async with neovim(claude_dir) as user:
         holder, socket_was_there = await user.exec_lua(
             "vim.cmd('ClaudeNvim') "
             "local c = require('claude_nvim.terminal').list()[1] "
-            "vim.wait(10000, function() return vim.b[c.buf].claude_nvim_pid ~= nil end) "
+            "vim.wait(10000, function() return vim.b[c.buf].claude_nvim_pid ~= nil end, 1) "
             "local sock = require('claude_nvim.held').socket(1) "
             "local there = vim.uv.fs_stat(sock) ~= nil "
             "local pid = vim.b[c.buf].claude_nvim_pid "

@@ -113,23 +113,17 @@ function M.hold_command(args)
   return vim.list_extend(cmd, vim.list_extend({ 'hold' }, args))
 end
 
--- claude's first few tenths of a second take both cores (the real CLI 2.1.332, on 2 cores):
--- two Pythons starting beside it then (its holder and its terminal's client, 0.1 s of CPU)
--- made it connect 70 ms later. Both start this long after claude instead; meanwhile claude's
--- terminal keeps what it writes (and what is typed), and `sh` holds its master end.
-local PAUSE = '0.4'
-
 -- claude, then its holder, from one spawn of `sh`: it starts claude in the background, on
 -- the slave end of a pseudo-terminal Neovim made (claude_nvim.pty) as its controlling one, in
 -- a session of its own, with its signals as a command's (`env --default-signal`: a background
--- command's SIGINT is ignored); then, after PAUSE, it becomes the holder, claude's parent: the
--- master end is its stdin, and it says `ok SOCKET` or why on its stdout (launch.py's --adopt).
+-- command's SIGINT is ignored); then it becomes the holder, claude's parent: the master end
+-- is its stdin, and it says `ok SOCKET` or why on its stdout (launch.py's --adopt).
+-- (Starting the holder later, to leave claude's start both cores, made claude slower: until
+-- the holder and its client run, nothing answers what claude asks its terminal.)
 local START = [[
-python=$1 boot=$2 src=$3 n=$4 project=$5 pause=$6; shift 6
+python=$1 boot=$2 src=$3 n=$4 project=$5; shift 5
 env --default-signal setsid --ctty "$@" <&3 >&3 2>&3 3>&- &
-exec 3>&-
-sleep "$pause" <&-
-exec "$python" -I -S -c "$boot" "$src" --adopt "$!" --number "$n" --project "$project" -- "$@"
+exec "$python" -I -S -c "$boot" "$src" --adopt "$!" --number "$n" --project "$project" -- "$@" 3>&-
 ]]
 
 -- The Python to start holders with, where claude can start before it (see START): nil where
@@ -177,8 +171,8 @@ function M.start(n, argv, env, rows, cols, failed)
   local handle ---@type uv.uv_process_t?
   local spawned
   handle, spawned = uv.spawn('sh', {
-    args = vim.list_extend({ '-c', START, 'sh', python, BOOT, SRC, tostring(n), project_cwd(),
-      PAUSE }, argv),
+    args = vim.list_extend({ '-c', START, 'sh', python, BOOT, SRC, tostring(n), project_cwd() },
+      argv),
     stdio = { master, out, slave, slave }, env = list, detached = true,
   }, function() if handle then handle:close() end end)
   pty.close(master)
@@ -216,16 +210,14 @@ function M.start_command(n, argv)
 end
 
 --- The command of a terminal attached to the holder at `sock`; with `holder`, that of a new
---- Claude (M.start): the holder's pid, waited for while it starts (after PAUSE, as it does).
+--- Claude (M.start): the holder's pid, waited for while it starts.
 ---@param sock string
 ---@param holder? integer
 ---@return string[]|nil
 ---@return string|nil why
 function M.attach_command(sock, holder)
   if not holder then return M.hold_command({ '--attach', sock }) end
-  local cmd, why = M.hold_command({ '--attach', sock, '--holder', tostring(holder) })
-  if not cmd then return nil, why end
-  return vim.list_extend({ 'sh', '-c', 'sleep "$1"; shift; exec "$@"', 'sh', PAUSE }, cmd)
+  return M.hold_command({ '--attach', sock, '--holder', tostring(holder) })
 end
 
 -- A frame of the holder's wire (src/claude_nvim/_hold/protocol.py): its kind, its length in
