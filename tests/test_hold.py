@@ -280,16 +280,26 @@ async def start_held_claude(user, claude_dir, runtime: Path) -> tuple[int, int]:
     return claude["pid"], records(runtime)[1]["holder"]
 
 
-@pytest.mark.parametrize("how", ["claude first", "holder first"])
-async def test_a_held_claude_has_a_terminal_of_its_own(claude_dir, how):
+@pytest.mark.parametrize("how", ["claude first", "holder first", "an older env"])
+async def test_a_held_claude_has_a_terminal_of_its_own(claude_dir, monkeypatch, how):
     """Where the plugin knows the install's Python, it starts claude itself and the holder
-    beside it (held.lua): claude's start waits for no Python. Otherwise (opts.cmd a wrapper)
-    the holder starts claude. Either way claude leads a session of its own, its terminal its
-    controlling one (its size changes and hangups reach it), its SIGINT not ignored (as a
-    shell's background job's is), and its holder is its parent (which reaps it)."""
+    beside it (held.lua): claude's start waits for no Python. Otherwise (opts.cmd a wrapper,
+    or an `env` without --default-signal: coreutils before 8.31) the holder starts claude.
+    Either way claude leads a session of its own, its terminal its controlling one (its size
+    changes and hangups reach it), its SIGINT not ignored (as a shell's background job's is),
+    and its holder is its parent (which reaps it)."""
     runtime = Path(os.environ["XDG_RUNTIME_DIR"])
     cmd = [sys.executable, "-m", "claude_nvim"]
-    async with neovim(claude_dir, cmd=cmd if how == "claude first" else ["env", *cmd]) as user:
+    if how == "an older env":
+        older = claude_dir / "older"
+        older.mkdir()
+        (older / "env").write_text(
+            "#!/bin/sh\nfor a; do case $a in --default-signal*)\n"
+            "  echo \"env: unrecognized option '$a'\" >&2; exit 125;; esac; done\n"
+            "exec /usr/bin/env \"$@\"\n")
+        (older / "env").chmod(0o755)
+        monkeypatch.setenv("PATH", f"{older}:{os.environ['PATH']}")
+    async with neovim(claude_dir, cmd=["env", *cmd] if how == "holder first" else cmd) as user:
         claude, holder = await start_held_claude(user, claude_dir, runtime)
         (started,) = await claudes_started(claude_dir, 1)
         assert started["session_leader"] and started["foreground"]
@@ -305,6 +315,25 @@ async def test_a_held_claude_has_a_terminal_of_its_own(claude_dir, how):
         await eventually(user, "local c = require('claude_nvim.terminal').list()[1] return "
                                "table.concat(vim.api.nvim_buf_get_lines(c.buf, 0, -1, false))"
                                ":find('marker-typed', 1, true)")
+
+
+async def test_a_held_claude_that_exits_at_once_says_why(claude_dir):
+    """A claude that cannot start exits before its terminal's client has attached: its holder
+    waits for that client, which shows what claude said and its status."""
+    failing = claude_dir / "bin" / "claude-fails"
+    failing.write_text("#!/bin/sh\necho 'claude: no API key here'\nexit 3\n")
+    failing.chmod(0o755)
+    async with neovim(claude_dir) as user:
+        await user.exec_lua("vim.env.CLAUDE_NVIM_CLAUDE = ...", str(failing))
+        await user.request("nvim_command", "ClaudeNvim")
+        message = await eventually(
+            user, "local m = vim.api.nvim_exec2('messages', {output = true}).output "
+                  "return m:find('exited with code', 1, true) and m")
+        assert "exited with code 3" in message
+        await eventually(user, "for _, b in ipairs(vim.api.nvim_list_bufs()) do "
+                               "if vim.b[b].claude_nvim_terminal == 1 and table.concat("
+                               "vim.api.nvim_buf_get_lines(b, 0, -1, false)):find("
+                               "'no API key here', 1, true) then return true end end")
 
 
 async def test_a_holder_that_cannot_start_says_why_and_ends_its_claude(claude_dir):

@@ -76,10 +76,11 @@ function M.socket(n)
   return require('claude_nvim.project').path(project_cwd()) .. '/claude-' .. n .. '.sock'
 end
 
--- claude starts only once its holder has (and then needs a second before it connects): so
--- where the install's Python is known, the holder runs from this checkout's src/ with no
--- site, argparse or logging (`python -I -S`: 15-20 ms sooner than `claude-nvim hold`); it
--- needs only the standard library (src/claude_nvim/_hold/launch.py).
+-- The holder and its client start with claude (before it, where M.start cannot be used),
+-- which needs a second before it connects: so where the install's Python is known, they run
+-- from this checkout's src/ with no site, argparse or logging (`python -I -S`: 15-20 ms
+-- sooner than `claude-nvim hold`); they need only the standard library
+-- (src/claude_nvim/_hold/launch.py).
 local SRC = debug.getinfo(1, 'S').source:sub(2):match('^(.*)/lua/claude_nvim/held%.lua$')
 SRC = SRC and SRC .. '/src'
 local BOOT = 'import sys; sys.path.insert(0, sys.argv.pop(1)); '
@@ -126,15 +127,22 @@ env --default-signal setsid --ctty "$@" <&3 >&3 2>&3 3>&- &
 exec "$python" -I -S -c "$boot" "$src" --adopt "$!" --number "$n" --project "$project" -- "$@" 3>&-
 ]]
 
+local can_start = nil  -- whether this system's env and setsid run START (found out once)
+
 -- The Python to start holders with, where claude can start before it (see START): nil where
--- it cannot (no pseudo-terminals from Lua, busybox's env or setsid, no known Python).
+-- it cannot (no pseudo-terminals from Lua, an env or setsid without those options, no known
+-- Python).
 local function quick_python()
   if not (SRC and require('claude_nvim.pty').available()) then return nil end
-  for _, tool in ipairs({ 'env', 'setsid' }) do
-    local path = vim.fn.exepath(tool)
-    local real = path ~= '' and uv.fs_realpath(path)
-    if not real or vim.fs.basename(real) == 'busybox' then return nil end
+  if can_start == nil then
+    -- coreutils' env knows --default-signal since 8.31 (2019); util-linux's setsid, --ctty.
+    local ok, done = pcall(function()
+      return vim.system({ 'env', '--default-signal', 'setsid', '--ctty', '--version' })
+        :wait(2000)
+    end)
+    can_start = ok and done.code == 0
   end
+  if not can_start then return nil end
   local cmd = require('claude_nvim').command()
   local python = cmd and python_of(cmd)
   return python and uv.fs_stat(SRC .. '/claude_nvim/_hold/launch.py') and python or nil
@@ -158,11 +166,16 @@ function M.start(n, argv, env, rows, cols, failed)
   local python = quick_python()
   if not python then return false end
   local pty = require('claude_nvim.pty')
-  local master, slave = pty.open(rows, cols)
-  if not master or not slave then return false end
+  local opened, master, slave = pcall(pty.open, rows, cols)
+  if not (opened and master and slave) then return false end
   local dir = require('claude_nvim.project').path(project_cwd())
   local vars = vim.fn.environ()
-  vars.NVIM, vars.TERM = vim.v.servername, 'xterm-256color'  -- as in Neovim's terminals
+  -- As in Neovim's terminals: its address, TERM, and not the outer terminal's size or colours.
+  for _, var in ipairs({ 'COLUMNS', 'LINES', 'TERMCAP', 'COLORTERM', 'COLORFGBG' }) do
+    vars[var] = nil
+  end
+  vars.TERM = 'xterm-256color'
+  if vim.v.servername ~= '' then vars.NVIM = vim.v.servername end
   for var, value in pairs(env or {}) do vars[var] = value end
   vars.CLAUDE_NVIM_HOLDER = dir .. '/claude-' .. n .. '.json'  -- launch.RECORD_VAR
   local list = {}
@@ -186,7 +199,11 @@ function M.start(n, argv, env, rows, cols, failed)
   starting[sock] = handle
   local said = {}
   out:read_start(function(err, data)
-    if data and not err then said[#said + 1] = data; return end
+    if data and not err then
+      said[#said + 1] = data
+      if table.concat(said):match('^ok ') then starting[sock] = nil end  -- up: M.stop tells it
+      return
+    end
     out:close()
     starting[sock] = nil
     local text = table.concat(said)

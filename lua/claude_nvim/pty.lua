@@ -10,19 +10,22 @@ local KNOWN = ok and jit and jit.os == 'Linux' and (jit.arch == 'x64' or jit.arc
 local O_RDWR, O_NOCTTY, O_CLOEXEC = 2, 0x100, 0x80000
 local TIOCSWINSZ = 0x5414
 
+-- Under names of their own (asm): another plugin may have declared `open` or `ioctl` with
+-- other parameters, and a declaration cannot be made twice.
 local declared = false
 local function declare()
   if declared then return end
   declared = true
-  -- One at a time: another plugin may have declared some already (that is an error).
-  for _, decl in ipairs({
-    'int posix_openpt(int flags);', 'int grantpt(int fd);', 'int unlockpt(int fd);',
-    'char *ptsname(int fd);', 'int open(const char *path, int flags, ...);',
-    'int close(int fd);', 'int ioctl(int fd, unsigned long request, ...);',
-    'struct claude_nvim_winsize { unsigned short rows, cols, xpixel, ypixel; };',
-  }) do
-    pcall(ffi.cdef, decl)
-  end
+  pcall(ffi.cdef, [[
+    int claude_nvim_posix_openpt(int flags) __asm__("posix_openpt");
+    int claude_nvim_grantpt(int fd) __asm__("grantpt");
+    int claude_nvim_unlockpt(int fd) __asm__("unlockpt");
+    char *claude_nvim_ptsname(int fd) __asm__("ptsname");
+    int claude_nvim_open(const char *path, int flags, ...) __asm__("open");
+    int claude_nvim_close(int fd) __asm__("close");
+    int claude_nvim_ioctl(int fd, unsigned long request, ...) __asm__("ioctl");
+    struct claude_nvim_winsize { unsigned short rows, cols, xpixel, ypixel; };
+  ]])  -- (made already, if this module was loaded again)
 end
 
 --- Whether this Neovim can make a pseudo-terminal itself.
@@ -40,25 +43,27 @@ function M.open(rows, cols)
   if not KNOWN then return nil, nil, 'no pseudo-terminals from Lua here' end
   declare()
   local C = ffi.C
-  local master = C.posix_openpt(O_RDWR + O_NOCTTY + O_CLOEXEC)
+  local master = C.claude_nvim_posix_openpt(O_RDWR + O_NOCTTY + O_CLOEXEC)
   if master < 0 then return nil, nil, 'posix_openpt failed: errno ' .. ffi.errno() end
   local name = nil
-  if C.grantpt(master) == 0 and C.unlockpt(master) == 0 then name = C.ptsname(master) end
-  local slave = name ~= nil and C.open(name, O_RDWR + O_NOCTTY + O_CLOEXEC) or -1
+  if C.claude_nvim_grantpt(master) == 0 and C.claude_nvim_unlockpt(master) == 0 then
+    name = C.claude_nvim_ptsname(master)
+  end
+  local slave = name ~= nil and C.claude_nvim_open(name, O_RDWR + O_NOCTTY + O_CLOEXEC) or -1
   if slave < 0 then
     local errno = ffi.errno()
-    C.close(master)
+    C.claude_nvim_close(master)
     return nil, nil, 'cannot open a pseudo-terminal\'s slave: errno ' .. errno
   end
   local size = ffi.new('struct claude_nvim_winsize', { rows, cols, 0, 0 })
-  C.ioctl(slave, ffi.cast('unsigned long', TIOCSWINSZ), size)
+  C.claude_nvim_ioctl(slave, ffi.cast('unsigned long', TIOCSWINSZ), size)
   return master, slave
 end
 
 --- Close `fd` (an end M.open gave).
 ---@param fd integer
 function M.close(fd)
-  if KNOWN then ffi.C.close(fd) end
+  if KNOWN then ffi.C.claude_nvim_close(fd) end
 end
 
 return M

@@ -27,6 +27,9 @@ from .terminal import set_window
 RING_BYTES = 1 << 20
 BEHIND = 256 * 1024
 MAX_CONNECTIONS = 8
+FIRST_CLIENT_SECONDS = 5.0
+"""A claude that exits before any client attached (it could not start, say) is held this long
+for the first one, which the plugin starts at once: it shows what claude said, and its status."""
 NUDGE_SECONDS = 0.2
 """After a replay at claude's own size, the window is one column narrower this long: a real
 change of size, so that claude draws its screen again (node reports only changes)."""
@@ -104,7 +107,7 @@ class Holder:
         self.status: int | None = None
         self.stops = 0
         self.attaches = 0  # the first client is the one that started it: no replay to redraw
-        self.pid, self.master = claude, master  # claude, started (launch.spawn)
+        self.pid, self.master = claude, master  # claude, started (launch.py), and its pty
         os.set_blocking(self.master, False)
         write_record(record_path, record)
 
@@ -119,14 +122,22 @@ class Holder:
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         self.selector.register(wake_r, selectors.EVENT_READ, "wake")
         self.selector.register(self.listener, selectors.EVENT_READ, "listener")
+        ended = 0.0  # when claude was found ended with no client yet
         try:
             while True:
-                self.reap()
+                if self.status is None:
+                    self.reap()
                 if self.status is not None:
-                    break
+                    if self.attaches:
+                        break
+                    ended = ended or time.monotonic()
+                    if time.monotonic() - ended >= FIRST_CLIENT_SECONDS:
+                        break
                 self.interest()
                 now = time.monotonic()
                 timeout = None if self.nudge_at is None else max(0.0, self.nudge_at - now)
+                if ended:
+                    timeout = max(0.0, ended + FIRST_CLIENT_SECONDS - now)
                 for key, events in self.selector.select(timeout):
                     if key.data == "wake":
                         with contextlib.suppress(BlockingIOError):

@@ -9,6 +9,10 @@ command lines before argparse and logging load; anything else goes through ``cla
 parser, for its help and its errors. Where the plugin knows the install's Python, it runs
 :func:`main` with no site at all (``python -I -S``), from its checkout: this needs only the
 standard library.
+
+On Linux the plugin does better still (``lua/claude_nvim/held.lua``): it starts claude itself,
+on a pty it opened, and this runs as its holder with ``--adopt``: claude's pid, the pty's
+master end as stdin; it says ``ok SOCKET`` or why on stdout.
 """
 
 from __future__ import annotations
@@ -132,7 +136,10 @@ def _hold(ready: int, number: int, name: str | None, project: str, argv: list[st
                   "attached": None, "claude": claude}
         held = Holder(listener, directory / f"claude-{number}.json", record, claude, master,
                       size)
-        os.write(ready, b"ok " + os.fsencode(listener.getsockname()))
+        import contextlib  # (loaded by .holder already)
+        # Whoever waited may be gone (a Neovim quit as this started): claude is held all the same.
+        with contextlib.suppress(OSError):
+            os.write(ready, b"ok " + os.fsencode(listener.getsockname()))
         os.close(ready)
         code = held.run()
     except BaseException as exc:
