@@ -351,10 +351,7 @@ async def test_a_holder_that_cannot_start_says_why_and_ends_its_claude(claude_di
                 user, "local m = vim.api.nvim_exec2('messages', {output = true}).output "
                       "return m:find('served by a live holder', 1, true) and m")
             assert "Claude 1: hold: " in message
-            stand_in = str(claude_dir / "bin" / "claude").encode()
-            await until(lambda: not any(stand_in in _cmdline(pid) and running(int(pid))
-                                        for pid in os.listdir("/proc") if pid.isdigit()),
-                        "its claude ended")
+            await until(lambda: not stand_ins_run(claude_dir), "its claude ended")
             # Its terminal stays, saying so.
             await eventually(user, "for _, b in ipairs(vim.api.nvim_list_bufs()) do "
                                    "if vim.b[b].claude_nvim_terminal == 1 and table.concat("
@@ -402,10 +399,8 @@ async def test_a_held_claude_wiped_before_its_holder_is_up_ends(claude_dir):
             "vim.api.nvim_buf_delete(c.buf, { force = true }) "
             "return { pid, there }")
         assert not socket_was_there  # wiped while the holder was still to come
-        stand_in = str(claude_dir / "bin" / "claude").encode()
-        await until(lambda: not running(holder) and not any(
-            stand_in in _cmdline(pid) and running(int(pid))
-            for pid in os.listdir("/proc") if pid.isdigit()), "claude and its holder ended")
+        await until(lambda: not running(holder) and not stand_ins_run(claude_dir),
+                    "claude and its holder ended")
         assert records(runtime) == {}
 
 
@@ -518,6 +513,13 @@ def test_a_number_already_held_is_refused_and_what_it_started_ends(tmp_path, mon
         assert records(runtime)[4]["argv"] == ["cat"]  # the first holder serves on
         os.write(master, b"\x04")
         assert first.wait(WAIT) == 0
+
+
+def stand_ins_run(claude_dir: Path) -> bool:
+    """Whether a stand-in claude of ``claude_dir`` runs (one killed at once wrote nothing)."""
+    stand_in = str(claude_dir / "bin" / "claude").encode()
+    return any(stand_in in _cmdline(pid) and running(int(pid))
+               for pid in os.listdir("/proc") if pid.isdigit())
 
 
 def _cmdline(pid: str) -> bytes:

@@ -168,7 +168,7 @@ function M.start(n, argv, env, rows, cols, failed)
   local pty = require('claude_nvim.pty')
   local opened, master, slave = pcall(pty.open, rows, cols)
   if not (opened and master and slave) then return false end
-  local dir = require('claude_nvim.project').path(project_cwd())
+  local sock = M.socket(n)
   local vars = vim.fn.environ()
   -- As in Neovim's terminals: its address, TERM, and not the outer terminal's size or colours.
   for _, var in ipairs({ 'COLUMNS', 'LINES', 'TERMCAP', 'COLORTERM', 'COLORFGBG' }) do
@@ -177,7 +177,7 @@ function M.start(n, argv, env, rows, cols, failed)
   vars.TERM = 'xterm-256color'
   if vim.v.servername ~= '' then vars.NVIM = vim.v.servername end
   for var, value in pairs(env or {}) do vars[var] = value end
-  vars.CLAUDE_NVIM_HOLDER = dir .. '/claude-' .. n .. '.json'  -- launch.RECORD_VAR
+  vars.CLAUDE_NVIM_HOLDER = sock:gsub('%.sock$', '.json')  -- launch.RECORD_VAR
   local list = {}
   for var, value in pairs(vars) do list[#list + 1] = var .. '=' .. value end
   local out = uv.new_pipe(false)
@@ -195,7 +195,6 @@ function M.start(n, argv, env, rows, cols, failed)
     return false
   end
   handle:unref()  -- the holder outlives this Neovim; nothing here waits for it
-  local sock = dir .. '/claude-' .. n .. '.sock'
   starting[sock] = handle
   local said = {}
   out:read_start(function(err, data)

@@ -13,7 +13,6 @@ import os
 import select
 import signal
 import socket
-import struct
 import sys
 import termios
 import time
@@ -96,7 +95,7 @@ def _connect(path: str, holder: int | None) -> socket.socket | str:
         pause = 0.005
         try:
             sock.connect(path)
-            if holder is None or _peer(sock) == holder:
+            if holder is None or p.peer_pid(sock) == holder:
                 sock.setblocking(True)
                 return sock
             why, pause = "another process listens there", 0.1  # its backlog: not filled
@@ -106,13 +105,6 @@ def _connect(path: str, holder: int | None) -> socket.socket | str:
         if not (holder and _alive(holder) and time.monotonic() < deadline):
             return why
         time.sleep(pause)
-
-
-def _peer(sock: socket.socket) -> int:
-    """The pid of the process that listens at the other end."""
-    pid, _, _ = struct.unpack("3i", sock.getsockopt(
-        socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
-    return int(pid)
 
 
 def _alive(pid: int) -> bool:

@@ -15,7 +15,6 @@ import os
 import selectors
 import signal
 import socket
-import struct
 import time
 from pathlib import Path
 from typing import Any
@@ -75,10 +74,7 @@ class Connection:
         self.sock = sock
         self.reader = p.Reader()
         self.out = bytearray()
-        self.pid = 0
-        with contextlib.suppress(OSError):
-            self.pid, _, _ = struct.unpack("3i", sock.getsockopt(
-                socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+        self.pid = p.peer_pid(sock)
 
     def alive(self) -> bool:
         """Whether its other end is still there (a dead client's end reads as closed)."""

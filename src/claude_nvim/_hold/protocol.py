@@ -1,4 +1,5 @@
-"""The holder's wire, without I/O: frames, and the bounded ring of claude's output.
+"""The holder's wire, without I/O: frames, and the bounded ring of claude's output (and who
+is at the other end of a connection).
 
 A frame is one byte of kind, four of length (big-endian), then the payload. A client sends
 ATTACH (its window size, then its Neovim's address: where claude's editor opens files) and then
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import struct
 from collections import deque
 
@@ -114,6 +116,17 @@ class Ring:
 
     def contents(self) -> bytes:
         return b"".join(self._chunks)
+
+
+def peer_pid(sock: socket.socket) -> int:
+    """The pid of the process at the other end of a Unix socket's connection (for a client:
+    the one that listens), 0 if the system does not say."""
+    try:
+        pid, _, _ = struct.unpack("3i", sock.getsockopt(
+            socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    except OSError:
+        return 0
+    return int(pid)
 
 
 def exit_status(wait_status: int) -> int:
