@@ -84,6 +84,12 @@ async def eventually(nvim, lua: str, *args: Any, timeout: float = WAIT) -> Any:
             await trio.sleep(0.01)
 
 
+async def type_into(nvim, buf: int, text: str) -> None:
+    """Type ``text`` into the Claude of terminal ``buf``, as keys typed there (a held Claude's
+    terminal has no job to chansend to)."""
+    assert await nvim.exec_lua("return require('claude_nvim.terminal').input(...)", text, buf)
+
+
 class Processes:
     """The processes a test starts (the ``processes`` fixture): each in a session of its own,
     so that what it starts (``serve --headless``'s Neovim) is in its process group; at the end

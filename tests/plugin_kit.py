@@ -34,9 +34,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # editor as claude's Ctrl+G does ($VISUAL split on spaces, +1 for nvim, on its terminal: what
 # came back in edited.json); "hand over PATH" opens one more connection and hands it to the
 # test listening on PATH (helpers.handed_over): the test speaks through it as this Claude;
-# "exit" ends it; losing its server does not (it waits, as claude does). A bracketed paste
-# (ESC[200~ ... ESC[201~, then the line's end) is kept whole in pastes.jsonl, as it came, its
-# submitting newline included.
+# "size" prints its terminal's size ("size 24x80"); "exit" ends it; losing its server does not
+# (it waits, as claude does). A bracketed paste (ESC[200~ ... ESC[201~, then the line's end)
+# is kept whole in pastes.jsonl, as it came, its submitting newline included.
 # The tab line as the screen shows it (a UI attached).
 TABLINE = """vim.cmd('redraw')
 local row = {}
@@ -96,6 +96,10 @@ def typed():
             kept.append(hand_over(port, line[len("hand over "):].strip()))
         elif line.startswith("title "):
             title(line[6:].strip())
+        elif line.strip() == "size":
+            size = os.get_terminal_size(0)
+            sys.stdout.write("size %dx%d\\r\\n" % (size.lines, size.columns))
+            sys.stdout.flush()
         elif line.startswith("edit "):
             edit(line[5:].strip())
         else:

@@ -18,7 +18,7 @@ from plugin_kit import TABLINE, claudes_started
 # Type `text` (and Enter) into Claude `n`'s terminal.
 TYPE = """for _, b in ipairs(vim.api.nvim_list_bufs()) do
   if vim.b[b].claude_nvim_terminal == select(1, ...) then
-    vim.fn.chansend(vim.bo[b].channel, select(2, ...) .. '\\r')
+    require('claude_nvim.terminal').input(select(2, ...) .. '\\r', b)
   end
 end"""
 

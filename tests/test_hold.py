@@ -178,9 +178,9 @@ async def terminals(nvim) -> list[dict]:
 
 
 async def type_into(nvim, n: int, text: str) -> None:
-    await nvim.exec_lua("for _, c in ipairs(require('claude_nvim.terminal').list()) do "
-                        "if c.n == ... then vim.api.nvim_chan_send(c.job, select(2, ...)) end "
-                        "end", n, text)
+    assert await nvim.exec_lua("for _, c in ipairs(require('claude_nvim.terminal').list()) do "
+                               "if c.n == ... then return require('claude_nvim.terminal')"
+                               ".input(select(2, ...), c.buf) end end", n, text)
 
 
 def records(runtime: Path) -> dict[int, dict]:
@@ -305,16 +305,80 @@ async def test_a_held_claude_has_a_terminal_of_its_own(claude_dir, monkeypatch, 
         assert started["session_leader"] and started["foreground"]
         assert not started["ignores_int"]
         assert started["parent"] == holder == parent_pid(claude)
-        job = await eventually(user, "local c = require('claude_nvim.terminal').list()[1] "
-                                     "return c and c.job and vim.fn.jobpid(c.job)")
         nvim = await user.exec_lua("return vim.fn.getpid()")
-        # Started by Neovim beside the terminal's client, or by that client.
-        assert parent_pid(holder) == (nvim if how == "claude first" else job)
-        assert parent_pid(job) == nvim
+        if how == "claude first":  # started by Neovim, whose terminal is its client
+            assert parent_pid(holder) == nvim
+            await until(lambda: records(runtime)[1].get("attached") == nvim, "attached")
+        else:  # started by the terminal's job, its client
+            job = await eventually(user, "local c = require('claude_nvim.terminal').list()[1] "
+                                         "return c and c.job and vim.fn.jobpid(c.job)")
+            assert parent_pid(holder) == job and parent_pid(job) == nvim
         await type_into(user, 1, "marker-typed\r")  # through the client and the holder
         await eventually(user, "local c = require('claude_nvim.terminal').list()[1] return "
                                "table.concat(vim.api.nvim_buf_get_lines(c.buf, 0, -1, false))"
                                ":find('marker-typed', 1, true)")
+
+
+# Neovim's side of the holder's wire (claude_nvim/attach.lua): `wire` fed in pieces of `cut`
+# bytes; the frames read, or the error.
+READ_FRAMES = """local attach = dofile(select(1, ...) .. '/lua/claude_nvim/attach.lua')
+local wire, cut = select(2, ...), select(3, ...)
+local read, found = attach.reader(), {}
+local ok, err = pcall(function()
+  for at = 1, #wire, cut do vim.list_extend(found, read(wire:sub(at, at + cut - 1))) end
+end)
+return ok and found or err"""
+
+
+def raw(value: str | bytes) -> bytes:
+    """Bytes from Lua, which come as str where they are UTF-8 (or nearly)."""
+    return value if isinstance(value, bytes) else value.encode("utf-8", "surrogateescape")
+
+
+@pytest.mark.parametrize("cut", [1, 4, 5, 6, 4096, 1 << 20])
+async def test_neovim_reads_the_holders_frames_however_they_are_cut(nvim, cut):
+    sent = [(p.OUTPUT, b""), (p.OUTPUT, b"x"), (p.OUTPUT, bytes(range(256)) * 300),
+            (p.REFUSED, "open elsewhere \N{MIDDLE DOT}".encode()), (p.EXIT, b"3")]
+    wire = b"".join(p.frame(kind, payload) for kind, payload in sent)
+    found = await nvim.exec_lua(READ_FRAMES, str(ROOT), wire, cut)
+    assert [(raw(kind), raw(payload)) for kind, payload in found] == sent
+    # What it writes, the holder reads.
+    typed = b"\x00typed\xff" * 5000
+    assert p.Reader().feed(raw(await nvim.exec_lua(
+        "local attach = dofile(select(1, ...) .. '/lua/claude_nvim/attach.lua') "
+        "return attach.frame('I', select(2, ...)) .. attach.frame('W', '')",
+        str(ROOT), typed))) == [(p.INPUT, typed), (p.SIZE, b"")]
+    # Bytes that are not frames are an error, not a wait for more.
+    assert "not a frame" in await nvim.exec_lua(READ_FRAMES, str(ROOT), b"Z\x00\x00\x00\x01!",
+                                                 cut)
+    assert "not a frame" in await nvim.exec_lua(READ_FRAMES, str(ROOT),
+                                                 p.HEADER.pack(p.OUTPUT, p.MAX_PAYLOAD + 1), cut)
+
+
+async def test_a_held_claudes_terminal_has_its_windows_size(claude_dir):
+    """Neovim attaches a held Claude's terminal itself: claude's terminal has the size of the
+    window showing it, and follows it when that changes."""
+    runtime = Path(os.environ["XDG_RUNTIME_DIR"])
+    async with neovim(claude_dir) as user:
+        await start_held_claude(user, claude_dir, runtime)
+        for change in ("", "vim.api.nvim_win_set_width(w, 50)",
+                       "vim.cmd('split'); vim.api.nvim_win_set_height(0, 7)", "vim.cmd('only')"):
+            size = await user.exec_lua(
+                "local c = require('claude_nvim.terminal').list()[1] "
+                "local w = vim.fn.win_findbuf(c.buf)[1] " + change + " "
+                "local rows, cols = math.huge, math.huge "
+                "for _, win in ipairs(vim.fn.win_findbuf(c.buf)) do "
+                "  local i = vim.fn.getwininfo(win)[1] "
+                "  rows, cols = math.min(rows, i.height), math.min(cols, i.width - i.textoff) "
+                "end return ('size %dx%d'):format(rows, cols)")
+            # (Asked again until it says so: the size follows the window soon after.)
+            with trio.fail_after(WAIT):
+                while not await user.exec_lua(
+                        "local c = require('claude_nvim.terminal').list()[1] return table"
+                        ".concat(vim.api.nvim_buf_get_lines(c.buf, 0, -1, false), '\\n')"
+                        ":find(..., 1, true)", size):
+                    await type_into(user, 1, "size\r")
+                    await trio.sleep(0.1)
 
 
 async def test_a_held_claude_that_exits_at_once_says_why(claude_dir):
@@ -339,7 +403,7 @@ async def test_a_held_claude_that_exits_at_once_says_why(claude_dir):
 async def test_a_holder_that_cannot_start_says_why_and_ends_its_claude(claude_dir):
     """claude starts before its holder binds its socket; when another process listens there
     (not a holder this Neovim can see: no record), the holder says why, its claude ends, and
-    the terminal's client does not take that process for the holder."""
+    its terminal says why."""
     runtime = Path(os.environ["XDG_RUNTIME_DIR"])
     squatter = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -356,7 +420,7 @@ async def test_a_holder_that_cannot_start_says_why_and_ends_its_claude(claude_di
             await eventually(user, "for _, b in ipairs(vim.api.nvim_list_bufs()) do "
                                    "if vim.b[b].claude_nvim_terminal == 1 and table.concat("
                                    "vim.api.nvim_buf_get_lines(b, 0, -1, false)):find("
-                                   "'another process listens there', 1, true) then "
+                                   "'served by a live holder', 1, true) then "
                                    "return true end end")
             assert records(runtime) == {}
     finally:

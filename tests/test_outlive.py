@@ -116,8 +116,7 @@ async def test_two_claudes_outlive_neovim_connected_and_end_with_nothing_left(
         for n in (1, 2):
             await user.request("nvim_input", "<C-\\><C-n>")
             await user.request("nvim_command", f"ClaudeNvimSwitch {n}")
-            await user.exec_lua("vim.api.nvim_chan_send(require('claude_nvim.terminal')"
-                                ".info().job, 'exit\\r')")
+            await user.exec_lua("require('claude_nvim.terminal').input('exit\\r')")
             await until(lambda n=n: not alive(claudes[n]) and not alive(holders[n])
                         and n not in held(claude_dir), f"Claude {n} and its holder end")
         await eventually(user, "return #require('claude_nvim.terminal').list() == 0")
@@ -140,8 +139,7 @@ async def test_with_outlive_false_the_claudes_and_the_server_end_with_neovim(
 
 
 # The stand-in's Ctrl+G: "edit TEXT" typed into the current Claude's terminal.
-TYPE_EDIT = ("vim.api.nvim_chan_send(require('claude_nvim.terminal').info().job, "
-             "'edit ' .. ... .. '\\r')")
+TYPE_EDIT = "require('claude_nvim.terminal').input('edit ' .. ... .. '\\r')"
 # The float claude's editor opened: the window it is over, its title, its lines.
 FLOAT = """local config = vim.api.nvim_win_get_config(0)
 return config.relative ~= '' and { config.win, config.title,
@@ -183,9 +181,8 @@ async def test_claudes_editor_opens_in_the_neovim_that_adopted_it(
         await user.request("nvim_command", "ClaudeNvim")
         claude = await eventually(user, "local i = require('claude_nvim.terminal').info()\n"
                                         "return i and i.win", timeout=WAIT)
-        client = await user.exec_lua(
-            "return vim.fn.jobpid(require('claude_nvim.terminal').info().job)")
-        await until(lambda: held(claude_dir)[1]["attached"] == client, "attached here")
+        nvim = await user.exec_lua("return vim.fn.getpid()")  # its terminal's client
+        await until(lambda: held(claude_dir)[1]["attached"] == nvim, "attached here")
         assert held(claude_dir)[1]["nvim"] == await user.exec_lua("return vim.v.servername")
         await user.exec_lua(TYPE_EDIT, "fix the parser")
         edited = claude_dir / "edited.json"

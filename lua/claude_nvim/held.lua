@@ -150,19 +150,19 @@ end
 
 --- Start `argv` (claude and its arguments) as Claude `n`, in a terminal of `rows` x `cols`,
 --- with `env` added to Neovim's environment, under a new holder that claude's start does not
---- wait for: true, the holder's pid (claude descends from it) and its socket-to-be
---- (M.attach_command waits for it); `failed(why)` later, in the loop, if the holder could not
+--- wait for: true, the holder's pid (claude descends from it) and its socket-to-be. Later, in
+--- the loop: `on.up()` once the holder listens there, or `on.failed(why)` if it could not
 --- start. False where this cannot be done (M.start_command can).
 ---@param n integer
 ---@param argv string[]
 ---@param env table<string, string>|nil
 ---@param rows integer
 ---@param cols integer
----@param failed fun(why: string)
+---@param on {up: fun(), failed: fun(why: string)}
 ---@return boolean started
 ---@return integer|nil holder
 ---@return string|nil sock
-function M.start(n, argv, env, rows, cols, failed)
+function M.start(n, argv, env, rows, cols, on)
   local python = quick_python()
   if not python then return false end
   local pty = require('claude_nvim.pty')
@@ -200,7 +200,10 @@ function M.start(n, argv, env, rows, cols, failed)
   out:read_start(function(err, data)
     if data and not err then
       said[#said + 1] = data
-      if table.concat(said):match('^ok ') then starting[sock] = nil end  -- up: M.stop tells it
+      if starting[sock] and table.concat(said):match('^ok ') then
+        starting[sock] = nil  -- up: M.stop tells it
+        vim.schedule(on.up)
+      end
       return
     end
     out:close()
@@ -208,7 +211,7 @@ function M.start(n, argv, env, rows, cols, failed)
     local text = table.concat(said)
     if text:match('^ok ') then return end
     vim.schedule(function()
-      failed(text ~= '' and (text:gsub('%s+$', '')) or 'its holder did not start')
+      on.failed(text ~= '' and (text:gsub('%s+$', '')) or 'its holder did not start')
     end)
   end)
   return true, spawned, sock
@@ -225,25 +228,6 @@ function M.start_command(n, argv)
     { '--number', tostring(n), '--project', project_cwd(), '--' }, argv))
 end
 
---- The command of a terminal attached to the holder at `sock`; with `holder`, that of a new
---- Claude (M.start): the holder's pid, waited for while it starts.
----@param sock string
----@param holder? integer
----@return string[]|nil
----@return string|nil why
-function M.attach_command(sock, holder)
-  if not holder then return M.hold_command({ '--attach', sock }) end
-  return M.hold_command({ '--attach', sock, '--holder', tostring(holder) })
-end
-
--- A frame of the holder's wire (src/claude_nvim/_hold/protocol.py): its kind, its length in
--- four bytes (big-endian), its payload.
-local function frame(kind, payload)
-  local n = #payload
-  return kind .. string.char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256,
-    math.floor(n / 256) % 256, n % 256) .. payload
-end
-
 -- Send the holder at `sock` one frame, without waiting for it; then `done(ok)`, in the loop.
 local function tell_holder(sock, kind, payload, done)
   local pipe = uv.new_pipe(false)
@@ -253,7 +237,8 @@ local function tell_holder(sock, kind, payload, done)
   end
   pipe:connect(sock, function(err)
     if err then return over(false) end
-    pipe:write(frame(kind, payload), function(failed) over(not failed) end)
+    local frame = require('claude_nvim.attach').frame(kind, payload)
+    pipe:write(frame, function(failed) over(not failed) end)
   end)
 end
 

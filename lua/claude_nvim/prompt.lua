@@ -89,8 +89,9 @@ function M.send(text, opts)
   text = clean(text)
   local submit = not (opts and opts.submit == false)
   current_claude(function(claude)
-    local ok = pcall(vim.fn.chansend, claude.job, PASTE_START .. text .. PASTE_END)
-    if ok and submit then ok = pcall(vim.fn.chansend, claude.job, SUBMIT) end
+    local terminal = require('claude_nvim.terminal')
+    local ok = terminal.input(PASTE_START .. text .. PASTE_END, claude.buf)
+    if ok and submit then ok = terminal.input(SUBMIT, claude.buf) end
     if not ok then return tell('nothing sent: Claude ' .. claude.n .. ' exited', 'WARN') end
     require('claude_nvim.terminal').reveal()
   end)

@@ -10,10 +10,12 @@ local M = {}
 ---@class claude_nvim.RunningClaude
 ---@field n integer its number (Claude 2)
 ---@field buf integer its terminal buffer
----@field job? integer its job id, once its server runs
+---@field job? integer its terminal's channel, once claude runs there: its job's id, or that of
+---  a terminal attached to its holder (claude_nvim.attach)
+---@field input? fun(data: string): boolean types into it, once claude runs there
 ---@field started integer when it started (os.time())
 ---@field sock? string its holder's socket, when it runs under one (claude_nvim.held)
----@field ended? boolean its terminal's job has exited
+---@field ended? boolean its terminal's job has exited, or its attached terminal has ended
 ---@field stopping? boolean the user stopped it: its buffer goes, whatever its code
 ---@field naming? boolean its name is on the way to its holder
 ---@field kept_name? string the name its holder has
@@ -27,7 +29,6 @@ local PINS = vim.fn.exists('+winfixbuf') == 1  -- Neovim 0.10 and later
 local function tell(msg, level) require('claude_nvim').tell(msg, level) end
 local function names() return require('claude_nvim.claudes') end
 local function held() return require('claude_nvim.held') end
-local REFUSED = 75  -- `claude-nvim hold --attach`'s code: attached in another Neovim
 
 local function forget(claude)
   for i, other in ipairs(claudes) do
@@ -190,31 +191,46 @@ local function failed(claude, why)
   tell('Claude ' .. claude.n .. ' did not start: ' .. why, 'WARN')
 end
 
+-- `claude`'s terminal has ended with `code` (claude's, its client's): its windows close with
+-- it; one that failed stays on screen, saying why.
+local function exited(claude, code, exe)
+  claude.ended = true  -- wiping its buffer now stops no holder
+  forget(claude)
+  local buf = claude.buf
+  if not api.nvim_buf_is_valid(buf) then return end
+  vim.b[buf].claude_nvim_pid = nil  -- no Claude runs there any more (core's terminals())
+  if code == require('claude_nvim.attach').REFUSED and claude.sock then  -- open elsewhere
+    tell('Claude ' .. claude.n .. ' is open in another Neovim', 'WARN')
+    pcall(api.nvim_buf_delete, buf, { force = true })
+    return
+  end
+  if code ~= 0 and not claude.stopping then
+    vim.bo[buf].bufhidden = 'wipe'
+    return tell('Claude ' .. claude.n .. ' (`' .. exe .. '`) exited with code ' .. code, 'WARN')
+  end
+  -- A last window gets an empty buffer instead.
+  for _, win in ipairs(vim.fn.win_findbuf(buf)) do
+    if PINS then vim.wo[win].winfixbuf = false end
+  end
+  pcall(api.nvim_buf_delete, buf, { force = true })
+end
+
+-- claude runs in `claude`'s terminal now: it is typed into with `input`.
+local function running_in(claude, job, input)
+  claude.job, claude.input = job, input
+  vim.bo[claude.buf].bufhidden = 'hide'  -- a hidden Claude keeps running
+  names().refresh()
+  names().watch()
+  if api.nvim_get_current_buf() == claude.buf then vim.cmd('startinsert') end
+end
+
 -- Run `cmd` in `claude`'s buffer (with `env`), as its terminal: Terminal mode if in view.
 local function launch(claude, cmd, env, exe)
   local buf = claude.buf
-  local function exited(_, code)
-    claude.ended = true  -- its client: wiping its buffer now stops no holder
-    vim.schedule(function()
-      forget(claude)
-      if not api.nvim_buf_is_valid(buf) then return end
-      if code == REFUSED and claude.sock then  -- attached in another Neovim: not here then
-        tell('Claude ' .. claude.n .. ' is open in another Neovim', 'WARN')
-        pcall(api.nvim_buf_delete, buf, { force = true })
-        return
-      end
-      if code ~= 0 and not claude.stopping then  -- it stays on screen, saying why
-        vim.bo[buf].bufhidden = 'wipe'
-        return tell('Claude ' .. claude.n .. ' (`' .. exe .. '`) exited with code ' .. code, 'WARN')
-      end
-      -- Its windows close with it; a last window gets an empty buffer instead.
-      for _, win in ipairs(vim.fn.win_findbuf(buf)) do
-        if PINS then vim.wo[win].winfixbuf = false end
-      end
-      pcall(api.nvim_buf_delete, buf, { force = true })
-    end)
-  end
-  local job_opts = { on_exit = exited, env = env }
+  local job_opts = { env = env, on_exit = function(_, code)
+    claude.ended = true
+    vim.schedule(function() exited(claude, code, exe) end)
+  end }
   vim.bo[buf].modifiable = true
   local job = api.nvim_buf_call(buf, function()
     if vim.fn.has('nvim-0.11') == 1 then
@@ -224,11 +240,19 @@ local function launch(claude, cmd, env, exe)
     return vim.fn.termopen(cmd, job_opts)
   end)
   if job <= 0 then return failed(claude, 'cannot run ' .. cmd[1]) end
-  claude.job = job
-  vim.bo[buf].bufhidden = 'hide'  -- a hidden Claude keeps running
-  names().refresh()
-  names().watch()
-  if api.nvim_get_current_buf() == buf then vim.cmd('startinsert') end
+  running_in(claude, job, function(data) return (pcall(vim.fn.chansend, job, data)) end)
+end
+
+-- `claude`'s buffer becomes a terminal attached to its holder, at claude.sock; it connects
+-- at client.connect().
+---@return claude_nvim.Attached
+local function attach(claude, exe)
+  vim.bo[claude.buf].modifiable = true
+  local client = require('claude_nvim.attach').open(claude.buf, claude.sock, function(code)
+    exited(claude, code, exe)
+  end)
+  running_in(claude, client.chan, client.input)
+  return client
 end
 
 -- Run claude in `claude`'s buffer with what the server published (`info.claude`), then the
@@ -261,14 +285,19 @@ local function run(claude, info, args)
     local cols = win and api.nvim_win_get_width(win) - vim.fn.getwininfo(win)[1].textoff
       or vim.o.columns
     -- claude at once, its holder beside it; this terminal attaches once the holder is up.
+    local client ---@type claude_nvim.Attached?
     local started, holder, sock = held().start(claude.n, cmd, info.claude.env, rows,
-      math.max(cols, 1), function(err) tell('Claude ' .. claude.n .. ': ' .. err, 'WARN') end)
+      math.max(cols, 1), {
+        up = function() if client then client.connect() end end,
+        failed = function(err)
+          tell('Claude ' .. claude.n .. ': ' .. err, 'WARN')
+          if client then client.fail(err) end
+        end })
     if started then
       claude.sock = sock
-      vim.b[buf].claude_nvim_pid = holder  -- claude descends from it, not from this terminal
-      cmd, why = held().attach_command(sock, holder)
-      if not cmd then return failed(claude, why) end
-      return launch(claude, cmd, nil, exe)
+      vim.b[buf].claude_nvim_pid = holder  -- claude descends from it; none from this terminal
+      client = attach(claude, exe)
+      return
     end
     -- Where it cannot: its holder is this terminal's child; its socket is known.
     cmd, why = held().start_command(claude.n, cmd)
@@ -338,12 +367,7 @@ local function adopt()
       if holder.name then vim.b[claude.buf].claude_nvim_name = holder.name end
       claude.kept_name = holder.name
       adopted = true
-      local cmd, why = held().attach_command(holder.sock)
-      if not cmd then
-        failed(claude, why)
-        return adopted
-      end
-      launch(claude, cmd, nil, 'claude-nvim hold')
+      attach(claude, 'claude').connect()
     end
   end
   return adopted
@@ -447,6 +471,19 @@ end
 ---@return string[]
 function M.numbers()
   return vim.tbl_map(function(claude) return tostring(claude.n) end, running())
+end
+
+--- Type `data` into the current Claude (or the one in terminal `buf`), as keys typed in its
+--- terminal; false when none runs there.
+---@param data string
+---@param buf? integer
+---@return boolean
+function M.input(data, buf)
+  buf = buf or (current and current.buf)
+  for _, claude in ipairs(running()) do
+    if claude.buf == buf and claude.input then return claude.input(data) end
+  end
+  return false
 end
 
 --- The running Claudes, oldest first: { n, buf, job, started (os.time()), current }.

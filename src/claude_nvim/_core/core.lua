@@ -560,19 +560,23 @@ function M.clients(count, connected)
     pattern = connected and 'ClaudeNvimConnected' or 'ClaudeNvimDisconnected' })
 end
 
---- The terminal buffers running a job: {buf, pid, name, label} (a Claude's pid descends from
---- one: the server's `_claudes` finds which); label: what the Neovim plugin calls the Claude
---- it runs there ("Claude 2"). A terminal whose job ended keeps its pid, which a later
---- process may get: it is not one of them.
+--- The terminal buffers running a job or a held Claude: {buf, pid, name, label} (a Claude's
+--- pid descends from one: the server's `_claudes` finds which); label: what the Neovim plugin
+--- calls the Claude it runs there ("Claude 2"). A terminal whose job ended keeps its pid,
+--- which a later process may get: it is not one of them.
 ---@return {buf: integer, pid: integer, name: string, label: string|nil}[]
 function M.terminals()
   local found = {}
   for _, buf in ipairs(api.nvim_list_bufs()) do
-    -- (A held Claude descends from its holder: claude_nvim_pid, set by the Neovim plugin.)
-    local pid = vim.bo[buf].buftype == 'terminal'
-      and (vim.b[buf].claude_nvim_pid or vim.b[buf].terminal_job_pid)
-    local chan = pid and vim.bo[buf].channel or 0
-    if chan > 0 and vim.fn.jobwait({ chan }, 0)[1] == -1 then  -- -1: still running
+    local terminal = vim.bo[buf].buftype == 'terminal'
+    -- A held Claude's terminal has no job: the Neovim plugin names its holder, which claude
+    -- descends from, while claude runs.
+    local pid = terminal and vim.b[buf].claude_nvim_pid
+    if not pid and terminal and vim.bo[buf].channel > 0  -- a job's, still running (-1)
+        and vim.fn.jobwait({ vim.bo[buf].channel }, 0)[1] == -1 then
+      pid = vim.b[buf].terminal_job_pid
+    end
+    if pid then
       local n = vim.b[buf].claude_nvim_terminal
       found[#found + 1] = { buf = buf, pid = pid, name = api.nvim_buf_get_name(buf),
                             label = n and ('Claude ' .. n) or nil }

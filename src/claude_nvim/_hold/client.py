@@ -1,6 +1,8 @@
-"""The attach client: this terminal relayed to a holder's socket, and back.
+"""The attach client: this terminal relayed to a holder's socket, and back (where the plugin
+cannot attach a held Claude's terminal itself, claude_nvim/attach.lua, and for a shell's
+``claude-nvim hold --attach``).
 
-Its terminal (Neovim's) is put in raw mode: every key goes to claude as typed. Its window size
+Its terminal is put in raw mode: every key goes to claude as typed. Its window size
 goes along at attach and at each change (SIGWINCH); its Neovim's address ($NVIM) at attach, for
 claude's editor. It ends with claude's status when claude exits, at once when its terminal
 closes (the holder goes on), or with 1 and why.
@@ -15,20 +17,15 @@ import signal
 import socket
 import sys
 import termios
-import time
 import tty
 
 from . import protocol as p
 from .terminal import window
 
-HOLDER_START_SECONDS = 10.0
-"""How long a client waits for a holder still starting (``holder``) to listen."""
 
-
-def attach(path: str, holder: int | None = None) -> int:
-    """Relay this terminal to the holder at ``path``; with ``holder``, that holder's pid, wait
-    while it starts (the plugin opens the terminal as it starts claude: held.lua)."""
-    sock = _connect(path, holder)
+def attach(path: str) -> int:
+    """Relay this terminal to the holder at ``path``."""
+    sock = _connect(path)
     if isinstance(sock, str):
         print(f"claude-nvim: no Claude holds {path} any more ({sock})", file=sys.stderr)
         return 1
@@ -85,36 +82,17 @@ def _relay(sock: socket.socket, stdin: int, stdout: int, wake: int) -> int:
                     return 75  # EX_TEMPFAIL: it runs, elsewhere
 
 
-def _connect(path: str, holder: int | None) -> socket.socket | str:
-    """A connection to the holder at ``path`` (the process ``holder`` if given, waited for
-    while it runs: it binds and listens tens of ms after it starts), or why not."""
-    deadline = time.monotonic() + HOLDER_START_SECONDS
-    while True:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.setblocking(False)  # a listener that accepts nothing (a full backlog): EAGAIN
-        pause = 0.005
-        try:
-            sock.connect(path)
-            if holder is None or p.peer_pid(sock) == holder:
-                sock.setblocking(True)
-                return sock
-            why, pause = "another process listens there", 0.1  # its backlog: not filled
-        except OSError as exc:
-            why = exc.strerror or str(exc)
-        sock.close()
-        if not (holder and _alive(holder) and time.monotonic() < deadline):
-            return why
-        time.sleep(pause)
-
-
-def _alive(pid: int) -> bool:
+def _connect(path: str) -> socket.socket | str:
+    """A connection to the holder at ``path``, or why not."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.setblocking(False)  # a listener that accepts nothing (a full backlog): EAGAIN
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
+        sock.connect(path)
+    except OSError as exc:
+        sock.close()
+        return exc.strerror or str(exc)
+    sock.setblocking(True)
+    return sock
 
 
 def _write_all(fd: int, data: bytes) -> None:

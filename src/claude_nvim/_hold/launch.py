@@ -34,11 +34,11 @@ reads there the address of the Neovim attached now (``nvim``), not the one ``$NV
 
 def quick(args: list[str]) -> int | None:
     """Run ``claude-nvim hold ARGS`` if they are of the forms the plugin writes (``--attach
-    SOCK [--holder PID]``; ``[--adopt PID] [--number N] [--name NAME] [--project DIR] --
-    COMMAND ...``); None otherwise."""
-    if len(args) in (2, 4) and args[0] == "--attach" and args[2:3] in ([], ["--holder"]):
+    SOCK``; ``[--adopt PID] [--number N] [--name NAME] [--project DIR] -- COMMAND ...``); None
+    otherwise."""
+    if len(args) == 2 and args[0] == "--attach":
         from .client import attach
-        return attach(args[1], int(args[3]) if len(args) == 4 and args[3].isdigit() else None)
+        return attach(args[1])
     options: dict[str, str] = {}
     at = 0
     adopted = None
