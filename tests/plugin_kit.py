@@ -34,7 +34,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # editor as claude's Ctrl+G does ($VISUAL split on spaces, +1 for nvim, on its terminal: what
 # came back in edited.json); "hand over PATH" opens one more connection and hands it to the
 # test listening on PATH (helpers.handed_over): the test speaks through it as this Claude;
-# "size" prints its terminal's size ("size 24x80"); "exit" ends it; losing its server does not
+# "size" prints its terminal's size ("size 24x80"), "flood N" N numbered lines ("fl 0000012
+# xxx…") and "flood done"; "exit" ends it; losing its server does not
 # (it waits, as claude does). A bracketed paste (ESC[200~ ... ESC[201~, then the line's end)
 # is kept whole in pastes.jsonl, as it came, its submitting newline included.
 # The tab line as the screen shows it (a UI attached).
@@ -96,6 +97,10 @@ def typed():
             kept.append(hand_over(port, line[len("hand over "):].strip()))
         elif line.startswith("title "):
             title(line[6:].strip())
+        elif line.startswith("flood "):  # many numbered lines at once, then "flood done"
+            sys.stdout.write("".join("fl %07d %s\\r\\n" % (i, "x" * 20)
+                                     for i in range(int(line[6:]))) + "flood done\\r\\n")
+            sys.stdout.flush()
         elif line.strip() == "size":
             size = os.get_terminal_size(0)
             sys.stdout.write("size %dx%d\\r\\n" % (size.lines, size.columns))

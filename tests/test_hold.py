@@ -164,7 +164,7 @@ async def until(condition, what: str) -> None:
 
 
 # The Claude terminals of this Neovim: number, label, pid of the holder it names (adopted
-# ones), its text, whether its job runs.
+# ones), its text.
 TERMINALS = """local out = {}
 for _, c in ipairs(require('claude_nvim.terminal').list()) do
   out[#out + 1] = { n = c.n, job = c.job, label = vim.b[c.buf].claude_nvim_label or '',
@@ -361,15 +361,15 @@ async def test_a_held_claudes_terminal_has_its_windows_size(claude_dir):
     runtime = Path(os.environ["XDG_RUNTIME_DIR"])
     async with neovim(claude_dir) as user:
         await start_held_claude(user, claude_dir, runtime)
-        for change in ("", "vim.api.nvim_win_set_width(w, 50)",
+        for change in ("", "vim.api.nvim_win_set_width(w, 50)", "vim.wo[w].number = true",
                        "vim.cmd('split'); vim.api.nvim_win_set_height(0, 7)", "vim.cmd('only')"):
             size = await user.exec_lua(
                 "local c = require('claude_nvim.terminal').list()[1] "
                 "local w = vim.fn.win_findbuf(c.buf)[1] " + change + " "
-                "local rows, cols = math.huge, math.huge "
+                "local rows, cols = 0, 0 "  # as Neovim sizes a terminal: its largest window
                 "for _, win in ipairs(vim.fn.win_findbuf(c.buf)) do "
                 "  local i = vim.fn.getwininfo(win)[1] "
-                "  rows, cols = math.min(rows, i.height), math.min(cols, i.width - i.textoff) "
+                "  rows, cols = math.max(rows, i.height), math.max(cols, i.width - i.textoff) "
                 "end return ('size %dx%d'):format(rows, cols)")
             # (Asked again until it says so: the size follows the window soon after.)
             with trio.fail_after(WAIT):
@@ -379,6 +379,39 @@ async def test_a_held_claudes_terminal_has_its_windows_size(claude_dir):
                         ":find(..., 1, true)", size):
                     await type_into(user, 1, "size\r")
                     await trio.sleep(0.1)
+
+
+async def test_a_held_claudes_terminal_shows_all_it_writes(claude_dir):
+    """What claude writes reaches its terminal in Neovim whole and in order: each echo of
+    what is typed, one at a time, and a flood of more than Neovim takes in before the holder
+    must wait."""
+    runtime = Path(os.environ["XDG_RUNTIME_DIR"])
+    async with neovim(claude_dir) as user:
+        await start_held_claude(user, claude_dir, runtime)
+        text = ("local c = require('claude_nvim.terminal').list()[1] "
+                "return table.concat(vim.api.nvim_buf_get_lines(c.buf, 0, -1, false), '\\n')")
+        for n in range(5):
+            await type_into(user, 1, f"marker-{n}\r")
+            await eventually(user, f"return (function() {text} end)():find('marker-{n}', 1, true)")
+        await type_into(user, 1, "flood 40000\r")  # 1.3 MB
+        shown = await eventually(user, f"local t = (function() {text} end)() "
+                                       "return t:find('flood done', 1, true) and t")
+        numbers = [int(line.split()[1]) for line in shown.splitlines() if line.startswith("fl ")]
+        assert numbers[-1] == 39999 and numbers == list(range(40000 - len(numbers), 40000))
+        assert len(numbers) > 5000  # as much as the scrollback keeps
+
+
+async def test_megabytes_typed_at_once_keep_a_held_claude_attached(claude_dir):
+    """The holder takes frames of at most 1 MiB: a bigger paste goes in several, and the
+    terminal stays attached (one frame too big, the holder would drop it)."""
+    runtime = Path(os.environ["XDG_RUNTIME_DIR"])
+    async with neovim(claude_dir) as user:
+        await start_held_claude(user, claude_dir, runtime)
+        await type_into(user, 1, "x" * (2 << 20) + "\r")
+        await type_into(user, 1, "marker-after\r")
+        await eventually(user, "local c = require('claude_nvim.terminal').list()[1] "
+                               "return c and table.concat(vim.api.nvim_buf_get_lines(c.buf, 0, "
+                               "-1, false)):find('marker-after', 1, true)")
 
 
 async def test_a_held_claude_that_exits_at_once_says_why(claude_dir):

@@ -8,10 +8,12 @@ local M = {}
 
 local MAX_PAYLOAD = 1048576  -- protocol.MAX_PAYLOAD
 local KINDS = { A = true, I = true, W = true, N = true, K = true, O = true, X = true, R = true }
--- At most this much of claude's output goes through the terminal per tick: a 1 MB replay
--- (a Claude attached again) takes a few ticks, none of them long.
-local SLICE = 65536
-M.REFUSED = 75  -- the code of a Claude attached in another Neovim (client.py's too)
+-- At most this much of claude's output goes through the terminal per turn of the loop: a 1 MiB
+-- replay (a Claude attached again) takes many, none long (64 KiB held Neovim up to 30 ms, 16
+-- KiB 12 ms: benchmarks/held_terminal.py). Keys go in frames of it.
+local SLICE = 16384
+-- Past this much output not shown yet, the holder is not read (it then stops reading claude).
+local BACKLOG = 1048576
 
 local function be32(n)
   return string.char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256,
@@ -65,16 +67,22 @@ function M.reader()
   end
 end
 
--- The size of `buf`'s terminal, as Neovim gives it: its smallest window's, less the columns
--- of signs and numbers; nil when no window shows it.
+-- The size of `buf`'s terminal, as Neovim gives it: that of its largest window (rows and
+-- columns apart), less the columns of signs and numbers; where no window shows it, the current
+-- window's (a terminal opened hidden has that size).
 local function size_of(buf)
-  local rows, cols
+  local rows, cols = 0, 0
   for _, win in ipairs(vim.fn.win_findbuf(buf)) do
     local info = vim.fn.getwininfo(win)[1]
-    rows = math.min(rows or info.height, info.height)
-    cols = math.min(cols or (info.width - info.textoff), info.width - info.textoff)
+    if info.height > 0 then
+      rows, cols = math.max(rows, info.height), math.max(cols, info.width - info.textoff)
+    end
   end
-  return rows, cols and math.max(cols, 1)
+  if rows == 0 then
+    local info = vim.fn.getwininfo(api.nvim_get_current_win())[1]
+    rows, cols = info.height, info.width - info.textoff
+  end
+  return window(rows, cols)
 end
 
 ---@class claude_nvim.Attached
@@ -85,90 +93,124 @@ end
 ---@field fail fun(why: string) end it before it attached, saying why (its holder did not start)
 
 --- Make `buf` (empty) the terminal of the held Claude at `sock`. It attaches at connect();
---- `ended(code)` comes once, in the loop, after the last of claude's output: claude's exit
---- code, M.REFUSED (open in another Neovim), or 1 (its holder is gone, or never came), the
---- reason then shown in the terminal. Wiping `buf` detaches it; the holder goes on.
+--- `ended(code, why)` comes once, in the loop, after the last of claude's output: claude's
+--- exit code; or nil and why it ended without claude's (its holder is gone, never came, or
+--- refused: then `refused`, the Claude is open in another Neovim), which the terminal shows.
+--- Wiping `buf` detaches it; the holder goes on.
 ---@param buf integer
 ---@param sock string
----@param ended fun(code: integer)
+---@param ended fun(code: integer|nil, why: string|nil, refused: boolean|nil)
 ---@return claude_nvim.Attached
 function M.open(buf, sock, ended)
   local pipe = uv.new_pipe(false)
   local state = 'new'  -- then 'connecting', 'attached', 'over'
   local typed = {}     -- keys typed before it attached
-  local shown, first, scheduled = {}, 1, false ---@type string[], integer, boolean
-  -- (shown: claude's output to show, from shown[first] on)
-  local result = nil ---@type [integer, string?]? once it ended: shown after the output before it
+  -- claude's output to show: shown[first .. last], shown[first] from `offset` on; `queued`
+  -- bytes in all (past BACKLOG, reading the holder waits: it then stops reading claude).
+  local shown = {} ---@type string[]
+  local first, last, offset, queued = 1, 0, 1, 0
+  local flushing, paused = false, false
+  local result = nil ---@type {code: integer?, why: string?, refused: boolean?}?
   local sent_size = ''
-  local group = api.nvim_create_augroup('claude_nvim_attach_' .. buf, { clear = true })
   local chan ---@type integer
+  local reading ---@type fun(err: string?, data: string?)
+  local group = api.nvim_create_augroup('claude_nvim_attach_' .. buf, { clear = true })
 
-  local function finish()
+  local function close()
     state = 'over'
     pcall(api.nvim_del_augroup_by_id, group)
     if not pipe:is_closing() then pipe:close() end
-    local code, why = result[1], result[2]
+  end
+
+  local function finish()
+    close()
+    local why = result and result.why
     if why and api.nvim_buf_is_valid(buf) then
       pcall(api.nvim_chan_send, chan, '\r\nclaude-nvim: ' .. why .. '\r\n')
     end
     pcall(vim.fn.chanclose, chan)
-    ended(code)
+    ended(result and result.code, why, result and result.refused)
   end
 
-  local function flush()
-    scheduled = false
-    if not api.nvim_buf_is_valid(buf) then shown, first = {}, 1 end
+  -- Show at most SLICE bytes, then let Neovim redraw and read keys before the next slice.
+  local flush ---@type fun()
+  flush = function()
+    if not api.nvim_buf_is_valid(buf) then shown, first, last, offset, queued = {}, 1, 0, 1, 0 end
     local budget = SLICE
-    while shown[first] and budget > 0 do
+    while first <= last and budget > 0 do
       local data = shown[first]
-      if #data > budget then
-        shown[first] = data:sub(budget + 1)
-        data = data:sub(1, budget)
-      else
-        shown[first], first = nil, first + 1
+      local piece = data:sub(offset, offset + budget - 1)
+      offset = offset + #piece
+      if offset > #data then
+        shown[first], first, offset = nil, first + 1, 1
       end
-      budget = budget - #data
-      pcall(api.nvim_chan_send, chan, data)
+      budget, queued = budget - #piece, queued - #piece
+      pcall(api.nvim_chan_send, chan, piece)
     end
-    if shown[first] then
-      scheduled = true
+    if paused and queued < BACKLOG and not pipe:is_closing() then
+      paused = false
+      pipe:read_start(reading)
+    end
+    if first <= last then
+      vim.defer_fn(flush, 0)  -- a timer: the loop turns (a redraw, keys) before it runs
+      return
+    end
+    flushing = false
+    if result and state ~= 'over' then finish() end
+  end
+
+  local function wake()  -- from luv's callbacks too
+    if not flushing then
+      flushing = true
       vim.schedule(flush)
-    elseif result and state ~= 'over' then
-      finish()
     end
   end
 
-  local function show(data)  -- from luv's callbacks: shown at the loop's next turn
-    shown[#shown + 1] = data
-    if not scheduled then
-      scheduled = true
-      vim.schedule(flush)
-    end
-  end
-
-  local function over(code, why)  -- from luv's callbacks, or the loop
+  local function over(code, why, refused)  -- from luv's callbacks, or the loop
     if result or state == 'over' then return end
-    result = { code, why }
+    result = { code = code, why = why, refused = refused }
     if not pipe:is_closing() then pipe:close() end
-    if not scheduled then
-      scheduled = true
-      vim.schedule(flush)
+    wake()
+  end
+
+  local read = M.reader()
+  reading = function(err, data)
+    if not data then return over(nil, 'the holder of this Claude is gone') end
+    local ok, frames = pcall(read, data)
+    if err or not ok then return over(nil, 'the holder of this Claude is gone') end
+    for _, frame in ipairs(frames) do
+      if frame[1] == 'O' then
+        last, queued = last + 1, queued + #frame[2]
+        shown[last] = frame[2]
+        wake()
+      elseif frame[1] == 'X' then
+        return over(tonumber(frame[2]) or 1)
+      elseif frame[1] == 'R' then
+        return over(nil, frame[2], true)
+      end
     end
+    if queued >= BACKLOG and not paused then  -- Neovim is behind: the holder waits
+      paused = true
+      pipe:read_stop()
+    end
+  end
+
+  local function send(kind, data)  -- in frames the holder takes (at most MAX_PAYLOAD)
+    for at = 1, #data, SLICE do pipe:write(M.frame(kind, data:sub(at, at + SLICE - 1))) end
   end
 
   local function resized()
     if state ~= 'attached' or not api.nvim_buf_is_valid(buf) then return end
-    local rows, cols = size_of(buf)
-    local now = rows and window(rows, cols)
-    if now and now ~= sent_size then
+    local now = size_of(buf)
+    if now ~= sent_size then
       sent_size = now
-      pipe:write(M.frame('W', now))
+      send('W', now)
     end
   end
 
   local function input(data)
-    if state == 'attached' then
-      pipe:write(M.frame('I', data))
+    if state == 'attached' and not result then
+      send('I', data)
     elseif state == 'new' or state == 'connecting' then
       typed[#typed + 1] = data
     end
@@ -176,37 +218,22 @@ function M.open(buf, sock, ended)
   end
 
   local function fail(why)
-    if state == 'new' then over(1, why) end
+    if state == 'new' then over(nil, why) end
   end
 
   local function connect()
     if state ~= 'new' then return end
     state = 'connecting'
-    local rows, cols = size_of(buf)
-    sent_size = window(rows or vim.o.lines, cols or vim.o.columns)
+    sent_size = size_of(buf)
     local attach = M.frame('A', sent_size .. vim.v.servername)
-    local read = M.reader()
     pipe:connect(sock, function(err)
-      if err then return over(1, 'no Claude holds ' .. sock .. ' any more (' .. err .. ')') end
-      if result then return end
+      if err then return over(nil, 'no Claude holds ' .. sock .. ' any more (' .. err .. ')') end
+      if result or state ~= 'connecting' then return end
       state = 'attached'
       pipe:write(attach)
-      if #typed > 0 then pipe:write(M.frame('I', table.concat(typed))) end
+      send('I', table.concat(typed))
       typed = {}
-      pipe:read_start(function(read_err, data)
-        if not data then return over(1, 'the holder of this Claude is gone') end
-        local ok, frames = pcall(read, data)
-        if read_err or not ok then return over(1, 'the holder of this Claude is gone') end
-        for _, frame in ipairs(frames) do
-          if frame[1] == 'O' then
-            show(frame[2])
-          elseif frame[1] == 'X' then
-            return over(tonumber(frame[2]) or 1)
-          elseif frame[1] == 'R' then
-            return over(M.REFUSED, frame[2])
-          end
-        end
-      end)
+      pipe:read_start(reading)
       vim.schedule(resized)  -- its windows may have changed meanwhile
     end)
   end
@@ -214,14 +241,13 @@ function M.open(buf, sock, ended)
   chan = api.nvim_open_term(buf, { on_input = function(_, _, _, data) input(data) end })
   api.nvim_create_autocmd({ 'WinResized', 'VimResized', 'BufWinEnter', 'WinClosed', 'TabEnter' },
     { group = group, callback = function() vim.schedule(resized) end })
+  api.nvim_create_autocmd('OptionSet', { group = group,
+    pattern = { 'number', 'relativenumber', 'signcolumn', 'foldcolumn', 'statuscolumn' },
+    callback = function() vim.schedule(resized) end })
   -- Wiped: only this client ends (quitting Neovim, or :bwipeout!, which also stops a held
   -- Claude: claude_nvim.terminal).
   api.nvim_create_autocmd('BufWipeout', { group = group, buffer = buf, once = true,
-    callback = function()
-      state = 'over'
-      pcall(api.nvim_del_augroup_by_id, group)
-      if not pipe:is_closing() then pipe:close() end
-    end })
+    callback = close })
   return { chan = chan, input = input, fail = fail, connect = connect }
 end
 

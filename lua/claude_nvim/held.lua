@@ -1,6 +1,7 @@
 -- Claudes that outlive Neovim (opts.claude.outlive): each runs under a holder
 -- (`claude-nvim hold`, src/claude_nvim/_hold/) with its socket and its JSON file in the
--- project's directory (claude_nvim.project); a Claude terminal is a client attached to one.
+-- project's directory (claude_nvim.project); a Claude terminal is attached to one
+-- (claude_nvim.attach, or the Python client where M.start cannot be used).
 -- This module knows the holders of this project and speaks to them; claude_nvim.terminal
 -- makes the terminals.
 local uv = vim.uv or vim.loop
@@ -76,7 +77,7 @@ function M.socket(n)
   return require('claude_nvim.project').path(project_cwd()) .. '/claude-' .. n .. '.sock'
 end
 
--- The holder and its client start with claude (before it, where M.start cannot be used),
+-- The holder starts with claude (before it, with its client, where M.start cannot be used),
 -- which needs a second before it connects: so where the install's Python is known, they run
 -- from this checkout's src/ with no site, argparse or logging (`python -I -S`: 15-20 ms
 -- sooner than `claude-nvim hold`); they need only the standard library
@@ -120,7 +121,7 @@ end
 -- command's SIGINT is ignored); then it becomes the holder, claude's parent: the master end
 -- is its stdin, and it says `ok SOCKET` or why on its stdout (launch.py's --adopt).
 -- (Starting the holder later, to leave claude's start both cores, made claude slower: until
--- the holder and its client run, nothing answers what claude asks its terminal.)
+-- the holder runs, nothing answers what claude asks its terminal.)
 local START = [[
 python=$1 boot=$2 src=$3 n=$4 project=$5; shift 5
 env --default-signal setsid --ctty "$@" <&3 >&3 2>&3 3>&- &

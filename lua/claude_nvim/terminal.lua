@@ -191,22 +191,24 @@ local function failed(claude, why)
   tell('Claude ' .. claude.n .. ' did not start: ' .. why, 'WARN')
 end
 
--- `claude`'s terminal has ended with `code` (claude's, its client's): its windows close with
--- it; one that failed stays on screen, saying why.
-local function exited(claude, code, exe)
+-- `claude`'s terminal has ended with `code` (claude's, its client's), or without claude's,
+-- for `why` (an attached one: claude_nvim.attach), `refused` if it is open in another Neovim:
+-- its windows close with it; one that failed stays on screen, saying why.
+local function exited(claude, code, exe, why, refused)
   claude.ended = true  -- wiping its buffer now stops no holder
   forget(claude)
   local buf = claude.buf
   if not api.nvim_buf_is_valid(buf) then return end
   vim.b[buf].claude_nvim_pid = nil  -- no Claude runs there any more (core's terminals())
-  if code == require('claude_nvim.attach').REFUSED and claude.sock then  -- open elsewhere
+  if refused then  -- not here then
     tell('Claude ' .. claude.n .. ' is open in another Neovim', 'WARN')
     pcall(api.nvim_buf_delete, buf, { force = true })
     return
   end
   if code ~= 0 and not claude.stopping then
     vim.bo[buf].bufhidden = 'wipe'
-    return tell('Claude ' .. claude.n .. ' (`' .. exe .. '`) exited with code ' .. code, 'WARN')
+    return tell('Claude ' .. claude.n .. (why and (': ' .. why) or (' (`' .. exe
+      .. '`) exited with code ' .. code)), 'WARN')
   end
   -- A last window gets an empty buffer instead.
   for _, win in ipairs(vim.fn.win_findbuf(buf)) do
@@ -248,9 +250,8 @@ end
 ---@return claude_nvim.Attached
 local function attach(claude, exe)
   vim.bo[claude.buf].modifiable = true
-  local client = require('claude_nvim.attach').open(claude.buf, claude.sock, function(code)
-    exited(claude, code, exe)
-  end)
+  local client = require('claude_nvim.attach').open(claude.buf, claude.sock,
+    function(code, why, refused) exited(claude, code, exe, why, refused) end)
   running_in(claude, client.chan, client.input)
   return client
 end
@@ -289,10 +290,7 @@ local function run(claude, info, args)
     local started, holder, sock = held().start(claude.n, cmd, info.claude.env, rows,
       math.max(cols, 1), {
         up = function() if client then client.connect() end end,
-        failed = function(err)
-          tell('Claude ' .. claude.n .. ': ' .. err, 'WARN')
-          if client then client.fail(err) end
-        end })
+        failed = function(err) if client then client.fail(err) end end })
     if started then
       claude.sock = sock
       vim.b[buf].claude_nvim_pid = holder  -- claude descends from it; none from this terminal
@@ -486,7 +484,8 @@ function M.input(data, buf)
   return false
 end
 
---- The running Claudes, oldest first: { n, buf, job, started (os.time()), current }.
+--- The running Claudes, oldest first: { n, buf, job (its terminal's channel: see M.info),
+--- started (os.time()), current }.
 ---@return {n: integer, buf: integer, job: integer|nil, started: integer, current: boolean}[]
 function M.list()
   return vim.tbl_map(function(claude)
@@ -569,7 +568,8 @@ function M.reveal()
   if api.nvim_win_is_valid(here) then api.nvim_set_current_win(here) end
 end
 
---- The current Claude: its number, buffer, job id (nil while its server starts) and window
+--- The current Claude: its number, buffer, terminal's channel (`job`: nil while its server
+--- starts; a held Claude's terminal has no job, so type into a Claude with M.input) and window
 --- in this tab (nil when hidden); nil when none runs (for tests and the user's own mappings).
 ---@return {n: integer, buf: integer, job: integer|nil, win: integer|nil}|nil
 function M.info()

@@ -1,7 +1,8 @@
 """The start of ``claude-nvim hold``: claude first, everything else while it starts.
 
-This is the command of every held Claude's terminal, and claude needs about a second before it
-connects: each millisecond before its fork is a millisecond later connected. So this module
+This is the command of a held Claude's terminal where the plugin cannot start claude itself
+(below), and claude needs about a second before it connects: each millisecond before its fork
+is a millisecond later connected. So this module
 loads nothing but built-in modules; the client forks the holder, the holder forks claude in its
 pseudo-terminal at once, and only then does either load the rest (the holder's socket and
 record, the client's relay: about 0.1 s of imports). :func:`quick` takes the plugin's own
