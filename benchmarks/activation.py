@@ -20,7 +20,6 @@ repository's git into a temporary directory for the run.
 from __future__ import annotations
 
 import argparse
-import compileall
 import contextlib
 import json
 import os
@@ -38,7 +37,7 @@ from typing import Any
 import trio
 
 from benchmarks.anchor import connected_after, descendants, user_home
-from benchmarks.harness import NVIM_ARGS, ROOT, ProcWatch, log
+from benchmarks.harness import NVIM_ARGS, ROOT, ProcWatch, exported, log
 from claude_nvim._nvim import editor_for
 from claude_nvim._nvim.editor import Editor
 from claude_nvim._nvim.headless import headless_nvim
@@ -158,14 +157,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="claude-nvim-before-") as tmp:
-        before = Path(tmp)
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.before],
-                                 check=True, capture_output=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(before)], input=archive, check=True)
-        # An install has its bytecode (pip compiles it): without it, with
-        # $PYTHONDONTWRITEBYTECODE, every server start compiled 50 modules first.
-        for tree in (before, ROOT):
-            compileall.compile_dir(tree / "src", quiet=1)
+        before = exported(args.before, Path(tmp))
         found = variants(before, args.claudecode, "claude")  # PATH's: the stand-in
         results = trio.run(run, found, args.rounds)
     print(f"nvim +ClaudeNvim -> connected (stand-in claude: {STARTUP_SECONDS:g} s start-up, "

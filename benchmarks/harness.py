@@ -43,6 +43,20 @@ CONCURRENCY = (1, 8, 64)
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def exported(rev: str, into: Path) -> Path:
+    """claude-nvim at git ``rev``, written into ``into``; its bytecode and this tree's compiled
+    (an install has its bytecode: without it, with $PYTHONDONTWRITEBYTECODE, every server
+    start compiled 50 modules first)."""
+    into.mkdir(exist_ok=True)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev],
+                             check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    for tree in (into, ROOT):
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "src")],
+                       check=True, stdout=subprocess.DEVNULL)
+    return into
+
+
 def summarize(seconds: Sequence[float]) -> dict[str, float]:
     ordered = sorted(seconds)
     return {"n": len(ordered), "p50": percentile(ordered, 0.5) * 1e3,

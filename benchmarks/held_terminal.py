@@ -18,7 +18,6 @@ For claude-nvim at REV (exported from git) and now:
 from __future__ import annotations
 
 import argparse
-import compileall
 import contextlib
 import json
 import os
@@ -33,7 +32,7 @@ import trio
 
 from benchmarks.activation import Variant, neovim
 from benchmarks.anchor import descendants, user_home
-from benchmarks.harness import ROOT
+from benchmarks.harness import ROOT, exported
 from benchmarks.probe import Probe, probe_command
 
 STAND_IN = r"""
@@ -157,12 +156,7 @@ def main() -> None:
     parser.add_argument("--megabytes", type=int, default=8)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="claude-nvim-before-") as tmp:
-        before = Path(tmp)
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.before],
-                                 check=True, capture_output=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(before)], input=archive, check=True)
-        for tree in (before, ROOT):
-            compileall.compile_dir(tree / "src", quiet=1)
+        before = exported(args.before, Path(tmp))
         results = trio.run(run, variants(before), args.rounds, args.megabytes)
     print(f"a held Claude's terminal, median of {args.rounds} rounds "
           f"({args.megabytes} MiB flood):")

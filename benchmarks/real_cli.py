@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmarks.harness import CLOCK_TICKS, ROOT
+from benchmarks.harness import CLOCK_TICKS, ROOT, exported
 
 CONNECTED = 'MCP server "ide": Successfully connected'
 PASSED_ON = ("CLAUDE_CODE_SSE_PORT", "ENABLE_IDE_INTEGRATION", "FORCE_CODE_TERMINAL", "VISUAL",
@@ -219,17 +219,7 @@ def main() -> None:
         work = Path(tmp)
         project, line = self_test(args.rcc)
         claude = claude_wrapper(line, work)
-        before = None
-        if args.before:
-            before = work / "before"
-            before.mkdir()
-            archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.before],
-                                     check=True, capture_output=True).stdout
-            subprocess.run(["tar", "-x", "-C", str(before)], input=archive, check=True)
-        for tree in (before, ROOT):  # an install has its bytecode
-            if tree is not None:
-                subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "src")],
-                               check=True, stdout=subprocess.DEVNULL)
+        before = exported(args.before, work / "before") if args.before else None
         found = variants(before, args.claudecode, claude)
         for n in range(args.rounds):
             for variant in found:
