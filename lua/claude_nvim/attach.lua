@@ -136,7 +136,7 @@ function M.open(buf, sock, ended)
   local flush ---@type fun()
   flush = function()
     if not api.nvim_buf_is_valid(buf) then shown, first, last, offset, queued = {}, 1, 0, 1, 0 end
-    local budget = SLICE
+    local budget, pieces = SLICE, {}
     while first <= last and budget > 0 do
       local data = shown[first]
       local piece = data:sub(offset, offset + budget - 1)
@@ -145,8 +145,10 @@ function M.open(buf, sock, ended)
         shown[first], first, offset = nil, first + 1, 1
       end
       budget, queued = budget - #piece, queued - #piece
-      pcall(api.nvim_chan_send, chan, piece)
+      pieces[#pieces + 1] = piece
     end
+    -- One send a slice: the terminal's cost is per send (an echo can come a byte a frame).
+    if #pieces > 0 then pcall(api.nvim_chan_send, chan, table.concat(pieces)) end
     if paused and queued < BACKLOG and not pipe:is_closing() then
       paused = false
       pipe:read_start(reading)
@@ -178,17 +180,26 @@ function M.open(buf, sock, ended)
     if not data then return over(nil, 'the holder of this Claude is gone') end
     local ok, frames = pcall(read, data)
     if err or not ok then return over(nil, 'the holder of this Claude is gone') end
+    local output = {}  -- this read's output, one entry of the queue (not one a frame)
+    local function queue()
+      if #output == 0 then return end
+      local text = table.concat(output)
+      output, last, queued = {}, last + 1, queued + #text
+      shown[last] = text
+      wake()
+    end
     for _, frame in ipairs(frames) do
       if frame[1] == 'O' then
-        last, queued = last + 1, queued + #frame[2]
-        shown[last] = frame[2]
-        wake()
+        output[#output + 1] = frame[2]
       elseif frame[1] == 'X' then
+        queue()
         return over(tonumber(frame[2]) or 1)
       elseif frame[1] == 'R' then
+        queue()
         return over(nil, frame[2], true)
       end
     end
+    queue()
     if queued >= BACKLOG and not paused then  -- Neovim is behind: the holder waits
       paused = true
       pipe:read_stop()
