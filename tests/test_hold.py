@@ -403,16 +403,18 @@ async def test_a_held_claudes_terminal_shows_all_it_writes(claude_dir):
 
 async def test_megabytes_typed_at_once_keep_a_held_claude_attached(claude_dir):
     """The holder takes frames of at most 1 MiB: a bigger paste goes in several, and the
-    terminal stays attached (one frame too big, the holder would drop it)."""
+    terminal stays attached (one frame too big, the holder would drop it): claude reads all of
+    it, in order, and what it writes next is shown."""
     runtime = Path(os.environ["XDG_RUNTIME_DIR"])
     async with neovim(claude_dir) as user:
         await start_held_claude(user, claude_dir, runtime)
-        # (In lines: one line over 4 KiB overflows claude's cooked terminal, not the wire.)
-        await type_into(user, 1, ("x" * 1023 + "\r") * 2048)
-        await type_into(user, 1, "marker-after\r")
+        # (In lines: one line over 4 KiB overflows claude's cooked terminal, not the wire.
+        # Its answer, not the echo, is waited for: an echo made while the holder is behind
+        # can wait in the kernel until claude next writes.)
+        await type_into(user, 1, ("x" * 1023 + "\r") * 2048 + "size\r")
         await eventually(user, "local c = require('claude_nvim.terminal').list()[1] "
                                "return c and table.concat(vim.api.nvim_buf_get_lines(c.buf, 0, "
-                               "-1, false)):find('marker-after', 1, true)")
+                               "-1, false)):find('size %d+x%d+')")
 
 
 async def test_a_held_claude_that_exits_at_once_says_why(claude_dir):
@@ -663,3 +665,4 @@ def test_the_holder_starts_with_the_installs_python_and_no_site(tmp_path):
     odd = subprocess.run([*by_module[:-2], "--number"], capture_output=True, text=True,
                          timeout=60, check=False)
     assert odd.returncode == 2 and "not a command line of the plugin's" in odd.stderr
+
