@@ -485,8 +485,8 @@ async def test_wiping_a_held_claudes_buffer_ends_it(claude_dir):
 
 
 async def test_a_held_claude_wiped_before_its_holder_is_up_ends(claude_dir):
-    """Its holder starts beside claude (held.lua): a buffer wiped before the holder listens
-    ends claude all the same (its terminal hangs up), and leaves no holder."""
+    """Its holder starts once claude is up (held.lua): a buffer wiped before the holder
+    listens ends claude all the same (the stop waits for the holder), and leaves no holder."""
     runtime = Path(os.environ["XDG_RUNTIME_DIR"])
     async with neovim(claude_dir) as user:
         holder, socket_was_there = await user.exec_lua(
@@ -501,6 +501,139 @@ async def test_a_held_claude_wiped_before_its_holder_is_up_ends(claude_dir):
         assert not socket_was_there  # wiped while the holder was still to come
         await until(lambda: not running(holder) and not stand_ins_run(claude_dir),
                     "claude and its holder ended")
+        assert records(runtime) == {}
+
+
+# A claude that never connects: Neovim stays its terminal until something else starts its
+# holder. It says "got: LINE" for each line typed, its terminal's size for "size".
+QUIET_CLAUDE = """#!/bin/sh
+echo $$ > "{out}/quiet.pid"
+echo "quiet claude $$"
+while read -r line; do
+  case $line in
+    size) echo "size $(stty size)";;
+    *) echo "got: $line";;
+  esac
+done
+"""
+
+SHOWN = ("(function() local c = require('claude_nvim.terminal').list()[1] return c and "
+         "table.concat(vim.api.nvim_buf_get_lines(c.buf, 0, -1, false), '\\n') or '' end)()")
+
+
+async def start_quiet_claude(user, claude_dir: Path, hold_after_ms: int) -> int:
+    """:ClaudeNvim with QUIET_CLAUDE as claude, its holder to start ``hold_after_ms`` after it
+    (or sooner); its pid, once it runs."""
+    quiet = claude_dir / "bin" / "claude-quiet"
+    quiet.write_text(QUIET_CLAUDE.format(out=claude_dir))
+    quiet.chmod(0o755)
+    await user.exec_lua("vim.env.CLAUDE_NVIM_CLAUDE = ... "
+                        "require('claude_nvim.held').hold_after_ms = select(2, ...)",
+                        str(quiet), hold_after_ms)
+    await user.request("nvim_command", "ClaudeNvim")
+    await eventually(user, f"return ({SHOWN}):find('quiet claude', 1, true)")
+    return int((claude_dir / "quiet.pid").read_text())
+
+
+async def shows(user, text: str) -> str:
+    """Wait until Claude 1's terminal shows ``text``; all it shows."""
+    return await eventually(user, f"local t = {SHOWN} return t:find(..., 1, true) and t",
+                            text)
+
+
+async def test_neovim_is_claudes_terminal_until_its_holder_takes_over(claude_dir):
+    """claude starts on a pseudo-terminal Neovim made, and Neovim is its terminal (keys,
+    output, size) while its holder waits, loaded no further; once a Claude connects, the
+    holder takes the terminal over: nothing shown twice, nothing lost, and Neovim attached."""
+    runtime = Path(os.environ["XDG_RUNTIME_DIR"])
+    async with neovim(claude_dir) as user:
+        claude = await start_quiet_claude(user, claude_dir, 600_000)
+        holder = await user.exec_lua("return vim.b[require('claude_nvim.terminal')"
+                                     ".list()[1].buf].claude_nvim_pid")
+        assert parent_pid(claude) == holder and running(holder)
+        await type_into(user, 1, "ping\r")
+        await shows(user, "got: ping")
+        rows, cols = await user.exec_lua("local w = vim.fn.win_findbuf(require("
+                                         "'claude_nvim.terminal').list()[1].buf)[1] "
+                                         "vim.api.nvim_win_set_width(w, 50) "
+                                         "return { vim.fn.getwininfo(w)[1].height, 50 }")
+        with trio.fail_after(WAIT):  # (asked again until it says so: it follows soon after)
+            while not await user.exec_lua(f"return ({SHOWN}):find(..., 1, true)",
+                                          f"size {rows} {cols}"):
+                await type_into(user, 1, "size\r")
+                await trio.sleep(0.1)
+        assert records(runtime) == {}  # no holder yet
+        assert not list(runtime.glob("claude-nvim/*/claude-1.sock"))
+
+        await user.exec_lua("vim.api.nvim_exec_autocmds('User', "
+                            "{ pattern = 'ClaudeNvimConnected' })")
+        await until(lambda: 1 in records(runtime), "its holder")
+        assert records(runtime)[1]["holder"] == holder and records(runtime)[1]["claude"] == claude
+        await until(lambda: records(runtime)[1]["attached"] is not None, "Neovim attached")
+        await type_into(user, 1, "pong\r")
+        text = await shows(user, "got: pong")
+        assert text.count("got: ping") == 1 and text.count("quiet claude") == 1
+        await user.request("nvim_input", "<C-\\><C-n>")
+        await user.request("nvim_command", "ClaudeNvimStop")
+        await until(lambda: not running(claude) and not running(holder), "ended")
+
+
+async def test_the_holder_takes_over_by_itself_after_a_while(claude_dir):
+    """A claude that never connects (a wrong server, no IDE) is held all the same."""
+    runtime = Path(os.environ["XDG_RUNTIME_DIR"])
+    async with neovim(claude_dir) as user:
+        claude = await start_quiet_claude(user, claude_dir, 200)
+        await until(lambda: 1 in records(runtime), "its holder")
+        assert records(runtime)[1]["claude"] == claude
+        await type_into(user, 1, "pong\r")
+        await shows(user, "got: pong")
+
+
+async def test_the_holder_takes_over_once_claude_connects(claude_dir):
+    runtime = Path(os.environ["XDG_RUNTIME_DIR"])
+    async with neovim(claude_dir) as user:
+        await user.exec_lua("require('claude_nvim.held').hold_after_ms = 600000 "
+                            "vim.api.nvim_create_autocmd('User', { pattern = "
+                            "'ClaudeNvimConnected', once = true, callback = function() "
+                            "vim.g.connected_at = vim.uv.clock_gettime('realtime') end })")
+        await user.request("nvim_command", "ClaudeNvim")
+        await until(lambda: 1 in records(runtime), "its holder")
+        at = await user.exec_lua("local t = vim.g.connected_at return t.sec + t.nsec / 1e9")
+        assert records(runtime)[1]["started"] >= at
+
+
+@pytest.mark.parametrize("how", [":qa!", "kill -9"])
+async def test_a_claude_not_held_yet_outlives_neovim(claude_dir, how):
+    """Neovim quits while it is claude's terminal still: the holder takes over then, and the
+    next Neovim of the project finds that claude."""
+    runtime = Path(os.environ["XDG_RUNTIME_DIR"])
+    async with neovim(claude_dir) as user:
+        claude = await start_quiet_claude(user, claude_dir, 600_000)
+        await type_into(user, 1, "ping\r")
+        await shows(user, "got: ping")
+        await quit_neovim(user, how)
+    await until(lambda: 1 in records(runtime), "its holder")
+    assert records(runtime)[1]["claude"] == claude and running(claude)
+    async with neovim(claude_dir) as user:
+        await user.request("nvim_command", "ClaudeNvim")
+        await type_into(user, 1, "pong\r")
+        await shows(user, "got: pong")
+        assert running(claude)
+
+
+async def test_a_claude_named_and_stopped_before_its_holder_is_up(claude_dir):
+    """What the user tells a Claude whose holder has not started yet waits for it: the
+    holder starts at once."""
+    runtime = Path(os.environ["XDG_RUNTIME_DIR"])
+    async with neovim(claude_dir) as user:
+        claude = await start_quiet_claude(user, claude_dir, 600_000)
+        await user.request("nvim_input", "<C-\\><C-n>")
+        await user.request("nvim_command", "ClaudeNvimRename the parser")
+        await until(lambda: records(runtime).get(1, {}).get("name") == "the parser",
+                    "the name kept")
+        holder = records(runtime)[1]["holder"]
+        await user.request("nvim_command", "ClaudeNvimStop")
+        await until(lambda: not running(claude) and not running(holder), "ended")
         assert records(runtime) == {}
 
 

@@ -1,7 +1,9 @@
 -- A held Claude's terminal, attached to its holder by Neovim itself: a terminal buffer with no
 -- job (nvim_open_term) relayed over the holder's socket, in the holder's frames
 -- (src/claude_nvim/_hold/protocol.py). What claude writes is shown, keys go to claude as typed,
--- the window's size goes along; no process stands between a keystroke and the holder.
+-- the window's size goes along; no process stands between a keystroke and the holder. A Claude
+-- this Neovim starts has no holder at first (claude_nvim.held): its terminal is then claude's
+-- pseudo-terminal itself, until it hands it over to the holder.
 local api = vim.api
 local uv = vim.uv or vim.loop
 local M = {}
@@ -29,7 +31,6 @@ function M.frame(kind, payload) return kind .. be32(#payload) .. payload end
 
 -- A window size's payload: rows and columns, 16 bits each.
 local function window(rows, cols)
-  rows, cols = math.max(1, math.min(rows, 65535)), math.max(1, math.min(cols, 65535))
   return string.char(math.floor(rows / 256), rows % 256, math.floor(cols / 256), cols % 256)
 end
 
@@ -67,9 +68,9 @@ function M.reader()
   end
 end
 
--- The size of `buf`'s terminal, as Neovim gives it: that of its largest window (rows and
--- columns apart), less the columns of signs and numbers; where no window shows it, the current
--- window's (a terminal opened hidden has that size).
+-- The size of `buf`'s terminal, as Neovim gives it (rows, columns): that of its largest
+-- window (rows and columns apart), less the columns of signs and numbers; where no window
+-- shows it, the current window's (a terminal opened hidden has that size).
 local function size_of(buf)
   local rows, cols = 0, 0
   for _, win in ipairs(vim.fn.win_findbuf(buf)) do
@@ -82,7 +83,7 @@ local function size_of(buf)
     local info = vim.fn.getwininfo(api.nvim_get_current_win())[1]
     rows, cols = info.height, info.width - info.textoff
   end
-  return window(rows, cols)
+  return math.max(1, math.min(rows, 65535)), math.max(1, math.min(cols, 65535))
 end
 
 ---@class claude_nvim.Attached
@@ -93,30 +94,48 @@ end
 ---@field fail fun(why: string) end it before it attached, saying why (its holder did not start)
 
 --- Make `buf` (empty) the terminal of the held Claude at `sock`. It attaches at connect();
---- `ended(code, why)` comes once, in the loop, after the last of claude's output: claude's
---- exit code; or nil and why it ended without claude's (its holder is gone, never came, or
---- refused: then `refused`, the Claude is open in another Neovim), which the terminal shows.
---- Wiping `buf` detaches it; the holder goes on.
+--- before, given `early` (a Claude this Neovim started: claude_nvim.held), it is claude's
+--- pseudo-terminal itself, until `early.due()`: then it lets go of it (`early.release()`) and
+--- waits for connect(). `ended(code, why)` comes once, in the loop, after the last of claude's
+--- output: claude's exit code; or nil and why it ended without claude's (its holder is gone,
+--- never came, or refused: then `refused`, the Claude is open in another Neovim), which the
+--- terminal shows. Wiping `buf` detaches it; the holder goes on.
 ---@param buf integer
 ---@param sock string
 ---@param ended fun(code: integer|nil, why: string|nil, refused: boolean|nil)
+---@param early claude_nvim.Early|nil
 ---@return claude_nvim.Attached
-function M.open(buf, sock, ended)
-  local pipe = uv.new_pipe(false)
-  local state = 'new'  -- then 'connecting', 'attached', 'over'
+function M.open(buf, sock, ended, early)
+  local pipe = uv.new_pipe(false)  -- to the holder
+  local tty = nil ---@type uv.uv_pipe_t?  -- claude's pseudo-terminal, until the holder has it
+  local state = 'new'  -- then 'connecting', 'attached', 'over'; 'direct' first, given `early`
   local typed = {}     -- keys typed before it attached
+  local writing, handing = 0, false  -- keys on their way to claude's pseudo-terminal
   -- claude's output to show: shown[first .. last], shown[first] from `offset` on; `queued`
-  -- bytes in all (past BACKLOG, reading the holder waits: it then stops reading claude).
+  -- bytes in all (past BACKLOG, what it comes from is not read: then claude waits).
   local shown = {} ---@type string[]
   local first, last, offset, queued = 1, 0, 1, 0
-  local flushing, paused = false, false
+  local flushing = false
+  local source, on_read, paused = nil, nil, false  -- what output is read from, and how
   local result = nil ---@type {code: integer?, why: string?, refused: boolean?}?
   local sent_size = ''
   local chan ---@type integer
-  local reading ---@type fun(err: string?, data: string?)
   local group = api.nvim_create_augroup('claude_nvim_attach_' .. buf, { clear = true })
 
+  -- Let go of claude's pseudo-terminal once the keys typed there are written; the holder
+  -- takes it. Keys typed meanwhile wait for the holder.
+  local function hand_over()
+    if state ~= 'direct' or not tty then return end
+    state, handing, source, paused = 'new', true, nil, false
+    tty:read_stop()
+    if writing == 0 then
+      tty:close()
+      if early then early.release() end
+    end
+  end
+
   local function close()
+    hand_over()  -- a Claude not held yet is, from now on
     state = 'over'
     pcall(api.nvim_del_augroup_by_id, group)
     if not pipe:is_closing() then pipe:close() end
@@ -149,9 +168,9 @@ function M.open(buf, sock, ended)
     end
     -- One send a slice: the terminal's cost is per send (an echo can come a byte a frame).
     if #pieces > 0 then pcall(api.nvim_chan_send, chan, table.concat(pieces)) end
-    if paused and queued < BACKLOG and not pipe:is_closing() then
+    if paused and queued < BACKLOG and source and not source:is_closing() then
       paused = false
-      pipe:read_start(reading)
+      source:read_start(on_read)
     end
     if first <= last then
       vim.defer_fn(flush, 0)  -- a timer: the loop turns (a redraw, keys) before it runs
@@ -168,6 +187,16 @@ function M.open(buf, sock, ended)
     end
   end
 
+  local function show(text)  -- claude's output, one read of it
+    last, queued = last + 1, queued + #text
+    shown[last] = text
+    wake()
+    if queued >= BACKLOG and not paused and source then  -- Neovim is behind: claude waits
+      paused = true
+      source:read_stop()
+    end
+  end
+
   local function over(code, why, refused)  -- from luv's callbacks, or the loop
     if result or state == 'over' then return end
     result = { code = code, why = why, refused = refused }
@@ -176,66 +205,71 @@ function M.open(buf, sock, ended)
   end
 
   local read = M.reader()
-  reading = function(err, data)
+  local function reading(err, data)  -- the holder's frames
     if not data then return over(nil, 'the holder of this Claude is gone') end
     local ok, frames = pcall(read, data)
     if err or not ok then return over(nil, 'the holder of this Claude is gone') end
     local output = {}  -- this read's output, one entry of the queue (not one a frame)
-    local function queue()
-      if #output == 0 then return end
-      local text = table.concat(output)
-      output, last, queued = {}, last + 1, queued + #text
-      shown[last] = text
-      wake()
-    end
     for _, frame in ipairs(frames) do
       if frame[1] == 'O' then
         output[#output + 1] = frame[2]
-      elseif frame[1] == 'X' then
-        queue()
+      elseif frame[1] == 'X' or frame[1] == 'R' then
+        if #output > 0 then show(table.concat(output)) end
+        if frame[1] == 'R' then return over(nil, frame[2], true) end
         return over(tonumber(frame[2]) or 1)
-      elseif frame[1] == 'R' then
-        queue()
-        return over(nil, frame[2], true)
       end
     end
-    queue()
-    if queued >= BACKLOG and not paused then  -- Neovim is behind: the holder waits
-      paused = true
-      pipe:read_stop()
-    end
+    if #output > 0 then show(table.concat(output)) end
   end
 
   local function send(kind, data)  -- in frames the holder takes (at most MAX_PAYLOAD)
     for at = 1, #data, SLICE do pipe:write(M.frame(kind, data:sub(at, at + SLICE - 1))) end
   end
 
-  local function resized()
-    if state ~= 'attached' or not api.nvim_buf_is_valid(buf) then return end
-    local now = size_of(buf)
-    if now ~= sent_size then
-      sent_size = now
-      send('W', now)
+  local function written()  -- a write to claude's pseudo-terminal is done
+    writing = writing - 1
+    if handing and writing == 0 and tty and not tty:is_closing() then
+      tty:close()
+      if early then early.release() end
     end
   end
 
+  local function resized()
+    if not api.nvim_buf_is_valid(buf) then return end
+    local rows, cols = size_of(buf)
+    local now = window(rows, cols)
+    if now == sent_size then return end
+    if state == 'direct' and early then
+      require('claude_nvim.pty').resize(early.master, rows, cols)
+    elseif state == 'attached' then
+      send('W', now)
+    else
+      return
+    end
+    sent_size = now
+  end
+
   local function input(data)
-    if state == 'attached' and not result then
+    if result then return false end
+    if state == 'direct' and tty then
+      writing = writing + 1
+      tty:write(data, written)
+    elseif state == 'attached' then
       send('I', data)
     elseif state == 'new' or state == 'connecting' then
       typed[#typed + 1] = data
     end
-    return state ~= 'over' and not result
+    return state ~= 'over'
   end
 
   local function fail(why)
-    if state == 'new' then over(nil, why) end
+    if state == 'new' or state == 'direct' then over(nil, why) end
   end
 
   local function connect()
     if state ~= 'new' then return end
     state = 'connecting'
-    sent_size = size_of(buf)
+    sent_size = window(size_of(buf))
     local attach = M.frame('A', sent_size .. vim.v.servername)
     pipe:connect(sock, function(err)
       if err then return over(nil, 'no Claude holds ' .. sock .. ' any more (' .. err .. ')') end
@@ -244,12 +278,27 @@ function M.open(buf, sock, ended)
       pipe:write(attach)
       send('I', table.concat(typed))
       typed = {}
+      source, on_read = pipe, reading
       pipe:read_start(reading)
       vim.schedule(resized)  -- its windows may have changed meanwhile
     end)
   end
 
   chan = api.nvim_open_term(buf, { on_input = function(_, _, _, data) input(data) end })
+  if early then
+    -- claude's own terminal: what it writes is shown as it comes; once it is closed (claude
+    -- exited), the holder takes over at once, and tells its exit code.
+    tty = uv.new_pipe(false)
+    tty:open(early.master)
+    state, source = 'direct', tty
+    on_read = function(err, data)
+      if data and not err then return show(data) end
+      hand_over()
+    end
+    tty:read_start(on_read)
+    early.due = hand_over
+    vim.schedule(resized)
+  end
   api.nvim_create_autocmd({ 'WinResized', 'VimResized', 'BufWinEnter', 'WinClosed', 'TabEnter' },
     { group = group, callback = function() vim.schedule(resized) end })
   api.nvim_create_autocmd('OptionSet', { group = group,

@@ -8,8 +8,6 @@ local uv = vim.uv or vim.loop
 local M = {}
 
 local project = nil  -- the project's working directory, fixed when first needed
----@type table<string, uv.uv_process_t>
-local starting = {}  -- the holders M.start started that have not said ok yet, by socket
 
 --- Whether Claudes run under holders: opts.claude.outlive, on a system with Unix sockets.
 ---@return boolean
@@ -118,15 +116,23 @@ end
 -- claude, then its holder, from one spawn of `sh`: it starts claude in the background, on
 -- the slave end of a pseudo-terminal Neovim made (claude_nvim.pty) as its controlling one, in
 -- a session of its own, with its signals as a command's (`env --default-signal`: a background
--- command's SIGINT is ignored); then it becomes the holder, claude's parent: the master end
--- is its stdin, and it says `ok SOCKET` or why on its stdout (launch.py's --adopt).
--- (Starting the holder later, to leave claude's start both cores, made claude slower: until
--- the holder runs, nothing answers what claude asks its terminal.)
+-- command's SIGINT is ignored); then it becomes the holder, claude's parent, with no end of
+-- the terminal but the master (its stdin). The holder waits, having loaded next to nothing,
+-- while Neovim is claude's terminal (fd 4 open: claude_nvim.attach); then it says `ok SOCKET`
+-- or why on its stdout (launch.py's --adopt). (The whole holder's start beside claude's made
+-- claude connect later: both cores are claude's until it is up.)
 local START = [[
+exec 2>&1
 python=$1 boot=$2 src=$3 n=$4 project=$5; shift 5
-env --default-signal setsid --ctty "$@" <&3 >&3 2>&3 3>&- &
-exec "$python" -I -S -c "$boot" "$src" --adopt "$!" --number "$n" --project "$project" -- "$@" 3>&-
+env --default-signal setsid --ctty "$@" <&3 >&3 2>&3 3>&- 4<&- &
+exec 3>&- "$python" -I -S -c "$boot" "$src" --adopt "$!" --wait 4 --number "$n" \
+  --project "$project" -- "$@"
 ]]
+
+--- While claude starts, Neovim is its terminal; its holder starts once a Claude connects, or
+--- this long after claude started, whichever comes first (or when Neovim exits, or the user
+--- names or stops that Claude). Not an option: tests change it.
+M.hold_after_ms = 3000
 
 local can_start = nil  -- whether this system's env and setsid run START (found out once)
 
@@ -149,11 +155,24 @@ local function quick_python()
   return python and uv.fs_stat(SRC .. '/claude_nvim/_hold/launch.py') and python or nil
 end
 
+---@class claude_nvim.Early a held Claude before its holder runs: Neovim is its terminal
+---@field master integer its pseudo-terminal's master end: Neovim's until it releases it
+---@field release fun() Neovim no longer reads or writes the master end: the holder starts
+---@field due? fun() what the terminal does when the holder is to start (it then releases)
+
+-- Calls to the holders still starting (tell_holder), waiting for them, and what makes them
+-- start now, by socket.
+---@type table<string, fun(up: boolean)[]>
+local waiting = {}
+---@type table<string, fun()>
+local due_now = {}
+
 --- Start `argv` (claude and its arguments) as Claude `n`, in a terminal of `rows` x `cols`,
---- with `env` added to Neovim's environment, under a new holder that claude's start does not
---- wait for: true, the holder's pid (claude descends from it) and its socket-to-be. Later, in
---- the loop: `on.up()` once the holder listens there, or `on.failed(why)` if it could not
---- start. False where this cannot be done (M.start_command can).
+--- with `env` added to Neovim's environment, at once: true, the pid that is its holder (claude
+--- descends from it), its socket-to-be, and `early`: until `early.release()`, Neovim is
+--- claude's terminal, through `early.master`. `early.due()` comes when the holder is to start.
+--- Later, in the loop: `on.up()` once the holder listens at the socket, or `on.failed(why)` if
+--- it could not start. False where this cannot be done (M.start_command can).
 ---@param n integer
 ---@param argv string[]
 ---@param env table<string, string>|nil
@@ -163,6 +182,7 @@ end
 ---@return boolean started
 ---@return integer|nil holder
 ---@return string|nil sock
+---@return claude_nvim.Early|nil early
 function M.start(n, argv, env, rows, cols, on)
   local python = quick_python()
   if not python then return false end
@@ -181,41 +201,65 @@ function M.start(n, argv, env, rows, cols, on)
   vars.CLAUDE_NVIM_HOLDER = sock:gsub('%.sock$', '.json')  -- launch.RECORD_VAR
   local list = {}
   for var, value in pairs(vars) do list[#list + 1] = var .. '=' .. value end
-  local out = uv.new_pipe(false)
+  local out, hold = uv.new_pipe(false), uv.new_pipe(false)
   local handle ---@type uv.uv_process_t?
   local spawned
   handle, spawned = uv.spawn('sh', {
     args = vim.list_extend({ '-c', START, 'sh', python, BOOT, SRC, tostring(n), project_cwd() },
       argv),
-    stdio = { master, out, slave, slave }, env = list, detached = true,
+    stdio = { master, out, slave, slave, hold }, env = list, detached = true,
   }, function() if handle then handle:close() end end)
-  pty.close(master)
   pty.close(slave)
   if not handle then
+    pty.close(master)
     out:close()
+    hold:close()
     return false
   end
   handle:unref()  -- the holder outlives this Neovim; nothing here waits for it
-  starting[sock] = handle
-  local said = {}
+  waiting[sock] = {}
+  local function started(up)
+    local calls = waiting[sock] or {}
+    waiting[sock], due_now[sock] = nil, nil
+    for _, call in ipairs(calls) do call(up) end
+  end
+  local said, ok = {}, false
   out:read_start(function(err, data)
     if data and not err then
       said[#said + 1] = data
-      if starting[sock] and table.concat(said):match('^ok ') then
-        starting[sock] = nil  -- up: M.stop tells it
-        vim.schedule(on.up)
+      if not ok and table.concat(said):match('^ok ') then
+        ok = true
+        vim.schedule(function()
+          started(true)  -- up: M.stop tells it
+          on.up()
+        end)
       end
       return
     end
     out:close()
-    starting[sock] = nil
+    if ok then return end
     local text = table.concat(said)
-    if text:match('^ok ') then return end
     vim.schedule(function()
+      started(false)
       on.failed(text ~= '' and (text:gsub('%s+$', '')) or 'its holder did not start')
     end)
   end)
-  return true, spawned, sock
+  -- The holder waits while `hold` is open: closed, it starts (Neovim's exit closes it too).
+  local timer = uv.new_timer()
+  local connected ---@type integer?
+  ---@type claude_nvim.Early
+  local early = { master = master, release = function()
+    if hold:is_closing() then return end
+    hold:close()
+    timer:close()
+    pcall(vim.api.nvim_del_autocmd, connected)
+  end }
+  local function due() (early.due or early.release)() end
+  timer:start(M.hold_after_ms, 0, vim.schedule_wrap(due))
+  connected = vim.api.nvim_create_autocmd('User', { pattern = 'ClaudeNvimConnected',
+    once = true, callback = function() vim.schedule(due) end })
+  due_now[sock] = due
+  return true, spawned, sock, early
 end
 
 --- The command of a terminal that starts `argv` (claude and its arguments) as Claude `n`
@@ -229,8 +273,16 @@ function M.start_command(n, argv)
     { '--number', tostring(n), '--project', project_cwd(), '--' }, argv))
 end
 
--- Send the holder at `sock` one frame, without waiting for it; then `done(ok)`, in the loop.
+-- Send the holder at `sock` one frame, without waiting for it (one still starting, M.start:
+-- once it is up, and it starts now); then `done(ok)`, in the loop.
 local function tell_holder(sock, kind, payload, done)
+  if waiting[sock] then
+    table.insert(waiting[sock], function(up)
+      if up then return tell_holder(sock, kind, payload, done) end
+      if done then done(false) end
+    end)
+    return due_now[sock]()
+  end
   local pipe = uv.new_pipe(false)
   local function over(ok)
     pipe:close()
@@ -251,16 +303,8 @@ end
 function M.name(sock, name, done) tell_holder(sock, 'N', name, done) end
 
 --- End the Claude of the holder at `sock` (it hangs up claude, as a closed terminal would;
---- the holder ends with it). A holder still starting (M.start) is ended: claude's terminal
---- hangs up with it.
+--- the holder ends with it); one still starting (M.start), once it is up.
 ---@param sock string
-function M.stop(sock)
-  local handle = starting[sock]
-  if handle and not handle:is_closing() then
-    handle:kill('sigterm')
-    return
-  end
-  tell_holder(sock, 'K', '')
-end
+function M.stop(sock) tell_holder(sock, 'K', '') end
 
 return M

@@ -1,6 +1,6 @@
 -- A pseudo-terminal made in Neovim's own process (LuaJIT's FFI), for a held Claude: claude
--- starts on its slave end at once, and its holder takes the master end while claude starts
--- (claude_nvim.held). Python's start no longer comes before claude's.
+-- starts on its slave end at once, Neovim is its terminal while it starts, and its holder
+-- takes the master end once claude is up (claude_nvim.held). No Python starts beside claude.
 -- Only where the constants below are known: Linux on x86-64 and arm64.
 local M = {}
 
@@ -55,9 +55,20 @@ function M.open(rows, cols)
     C.claude_nvim_close(master)
     return nil, nil, 'cannot open a pseudo-terminal\'s slave: errno ' .. errno
   end
-  local size = ffi.new('struct claude_nvim_winsize', { rows, cols, 0, 0 })
-  C.claude_nvim_ioctl(slave, ffi.cast('unsigned long', TIOCSWINSZ), size)
+  M.resize(slave, rows, cols)
   return master, slave
+end
+
+--- Set the window size of the pseudo-terminal that `fd` (either end) is of: claude, whose
+--- terminal it is, gets SIGWINCH.
+---@param fd integer
+---@param rows integer
+---@param cols integer
+function M.resize(fd, rows, cols)
+  if not KNOWN then return end
+  declare()
+  local size = ffi.new('struct claude_nvim_winsize', { rows, cols, 0, 0 })
+  ffi.C.claude_nvim_ioctl(fd, ffi.cast('unsigned long', TIOCSWINSZ), size)
 end
 
 --- Close `fd` (an end M.open gave).

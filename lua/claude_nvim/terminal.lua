@@ -246,12 +246,13 @@ local function launch(claude, cmd, env, exe)
 end
 
 -- `claude`'s buffer becomes a terminal attached to its holder, at claude.sock; it connects
--- at client.connect().
+-- at client.connect(). Given `early`, it is claude's own terminal until then.
+---@param early? claude_nvim.Early
 ---@return claude_nvim.Attached
-local function attach(claude, exe)
+local function attach(claude, exe, early)
   vim.bo[claude.buf].modifiable = true
   local client = require('claude_nvim.attach').open(claude.buf, claude.sock,
-    function(code, why, refused) exited(claude, code, exe, why, refused) end)
+    function(code, why, refused) exited(claude, code, exe, why, refused) end, early)
   running_in(claude, client.chan, client.input)
   return client
 end
@@ -285,16 +286,17 @@ local function run(claude, info, args)
     local rows = win and api.nvim_win_get_height(win) or vim.o.lines
     local cols = win and api.nvim_win_get_width(win) - vim.fn.getwininfo(win)[1].textoff
       or vim.o.columns
-    -- claude at once, its holder beside it; this terminal attaches once the holder is up.
+    -- claude at once, this terminal its own, its holder once it is up; this terminal then
+    -- attaches to its holder.
     local client ---@type claude_nvim.Attached?
-    local started, holder, sock = held().start(claude.n, cmd, info.claude.env, rows,
+    local started, holder, sock, early = held().start(claude.n, cmd, info.claude.env, rows,
       math.max(cols, 1), {
         up = function() if client then client.connect() end end,
         failed = function(err) if client then client.fail(err) end end })
     if started then
       claude.sock = sock
       vim.b[buf].claude_nvim_pid = holder  -- claude descends from it; none from this terminal
-      client = attach(claude, exe)
+      client = attach(claude, exe, early)
       return
     end
     -- Where it cannot: its holder is this terminal's child; its socket is known.

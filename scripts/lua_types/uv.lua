@@ -26,6 +26,7 @@
 ---@field is_closing fun(self: uv.uv_tcp_t): boolean
 
 ---@class uv.uv_pipe_t
+---@field open fun(self: uv.uv_pipe_t, fd: integer): 0|nil, string?
 ---@field connect fun(self: uv.uv_pipe_t, name: string, callback?: fun(err: string?)): any, string?
 ---@field write fun(self: uv.uv_pipe_t, data: string|string[], callback?: fun(err: string?)): any, string?
 ---@field read_start fun(self: uv.uv_pipe_t, callback: fun(err: string?, data: string?)): 0|nil, string?

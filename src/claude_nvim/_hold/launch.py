@@ -35,8 +35,8 @@ reads there the address of the Neovim attached now (``nvim``), not the one ``$NV
 
 def quick(args: list[str]) -> int | None:
     """Run ``claude-nvim hold ARGS`` if they are of the forms the plugin writes (``--attach
-    SOCK``; ``[--adopt PID] [--number N] [--name NAME] [--project DIR] -- COMMAND ...``); None
-    otherwise."""
+    SOCK``; ``[--adopt PID] [--wait FD] [--number N] [--name NAME] [--project DIR] -- COMMAND
+    ...``); None otherwise."""
     if len(args) == 2 and args[0] == "--attach":
         from .client import attach
         return attach(args[1])
@@ -45,15 +45,16 @@ def quick(args: list[str]) -> int | None:
     adopted = None
     if args[:1] == ["--adopt"] and len(args) > 1 and args[1].isdigit():
         adopted, at = int(args[1]), 2
-    while at + 1 < len(args) and args[at] in ("--number", "--name", "--project"):
+    while at + 1 < len(args) and args[at] in ("--wait", "--number", "--name", "--project"):
         options[args[at]] = args[at + 1]
         at += 2
-    number = options.get("--number", "1")
-    if args[at:at + 1] != ["--"] or len(args) == at + 1 or not number.isdigit():
+    number, wait = options.get("--number", "1"), options.get("--wait", "")
+    if args[at:at + 1] != ["--"] or len(args) == at + 1 or not number.isdigit() \
+            or not (wait.isdigit() or not wait):
         return None
     if adopted is not None:
         return adopt(adopted, int(number), options.get("--name"), options.get("--project"),
-                     args[at + 1:])
+                     args[at + 1:], int(wait) if wait else None)
     return start(int(number), options.get("--name"), options.get("--project"), args[at + 1:])
 
 
@@ -95,10 +96,18 @@ def start(number: int, name: str | None, project: str | None, argv: list[str]) -
 
 
 def adopt(claude: int, number: int, name: str | None, project: str | None,
-          argv: list[str]) -> NoReturn:
+          argv: list[str], wait: int | None = None) -> NoReturn:
     """Hold claude (``argv``), this process's child ``claude``, started before this process by
     the plugin (``lua/claude_nvim/held.lua``) on the pseudo-terminal whose master end is
-    stdin; say ``ok SOCKET`` or why on stdout."""
+    stdin; say ``ok SOCKET`` or why on stdout. Given ``wait``, not before that descriptor
+    reads as closed: until then, Neovim is claude's terminal, and this loads nothing more."""
+    if wait is not None:
+        try:
+            while os.read(wait, 64):
+                pass
+        except OSError:
+            pass
+        os.close(wait)
     master, ready = os.dup(0), os.dup(1)
     _hold(ready, number, name, os.path.realpath(project or os.getcwd()), argv, window(master),
           (claude, master))
