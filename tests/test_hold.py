@@ -637,6 +637,25 @@ async def test_a_claude_named_and_stopped_before_its_holder_is_up(claude_dir):
         assert records(runtime) == {}
 
 
+async def test_two_neovims_starting_claudes_at_once_get_two_numbers(claude_dir):
+    """A Claude's number is claimed as it starts, before its holder has it: another Neovim of
+    the project starting one meanwhile takes the next (the same number, one holder would find
+    it held and end its claude)."""
+    runtime = Path(os.environ["XDG_RUNTIME_DIR"])
+    async with neovim(claude_dir) as first, neovim(claude_dir) as second:
+        quiet = await start_quiet_claude(first, claude_dir, 600_000)
+        assert records(runtime) == {}  # not held yet
+        await second.request("nvim_command", "ClaudeNvim")
+        await until(lambda: 2 in records(runtime), "the second Neovim's holder")
+        assert await second.exec_lua("return require('claude_nvim.terminal').list()[1].n") == 2
+        await first.exec_lua("vim.api.nvim_exec_autocmds('User', "
+                             "{ pattern = 'ClaudeNvimConnected' })")
+        await until(lambda: 1 in records(runtime), "the first Neovim's holder")
+        assert records(runtime)[1]["claude"] == quiet and running(quiet)
+        assert running(records(runtime)[2]["claude"])
+        assert not list(runtime.glob("claude-nvim/*/*.claim"))  # the holders have them
+
+
 async def test_a_second_neovim_of_the_project_leaves_the_first_its_claudes(claude_dir):
     runtime = Path(os.environ["XDG_RUNTIME_DIR"])
     async with neovim(claude_dir) as first:

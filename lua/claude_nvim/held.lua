@@ -68,6 +68,56 @@ function M.holders()
   return found
 end
 
+-- The claims this Neovim made (M.claim), by number: their files.
+---@type table<integer, string>
+local claims = {}
+
+-- The pid a claim names, or nil.
+local function claimant(path)
+  local file = io.open(path, 'r')
+  if not file then return nil end
+  local pid = tonumber(file:read(32))
+  file:close()
+  return pid
+end
+
+-- What this Neovim still claims itself (no holder took it: a Claude that failed) ends with it.
+local function unclaim_all()
+  for _, path in pairs(claims) do
+    if claimant(path) == vim.fn.getpid() then os.remove(path) end
+  end
+end
+
+--- Claim number `n` for a Claude this Neovim starts: a file made only if there is none
+--- (`claude-N.claim`, in the project's directory), naming a live process (this Neovim, then
+--- the holder M.start started), which the holder removes once its JSON file has the number.
+--- Two Neovims starting Claudes at once get two numbers: a holder that finds its number held
+--- ends its claude. False if another live process claimed `n` already.
+---@param n integer
+---@return boolean
+function M.claim(n)
+  local dir = require('claude_nvim.project').dir(project_cwd())
+  if not dir then return true end  -- (its holder says why: a directory not ours alone)
+  local path = dir .. '/claude-' .. n .. '.claim'
+  for _ = 1, 2 do
+    local fd = uv.fs_open(path, 'wx', tonumber('600', 8))
+    if fd then
+      uv.fs_write(fd, tostring(vim.fn.getpid()))
+      uv.fs_close(fd)
+      if next(claims) == nil then
+        vim.api.nvim_create_autocmd('VimLeavePre', { once = true, callback = unclaim_all })
+      end
+      claims[n] = path
+      return true
+    end
+    local pid = claimant(path)
+    if pid == vim.fn.getpid() then return true end  -- a Claude that did not start, here
+    if alive(pid) then return false end
+    os.remove(path)  -- its Neovim or holder is gone: the number is free
+  end
+  return false
+end
+
 --- The socket of Claude `n`'s holder (whose start makes the directory, and checks it).
 ---@param n integer
 ---@return string
@@ -217,6 +267,11 @@ function M.start(n, argv, env, rows, cols, on)
     return false
   end
   handle:unref()  -- the holder outlives this Neovim; nothing here waits for it
+  local claim = claims[n] and io.open(claims[n], 'w')  -- the holder's now: it outlives Neovim
+  if claim then
+    claim:write(tostring(spawned))
+    claim:close()
+  end
   waiting[sock] = {}
   local function started(up)
     local calls = waiting[sock] or {}

@@ -56,18 +56,20 @@ end
 ---@return boolean
 function M.running() return #running() > 0 end
 
--- The lowest number no Claude terminal has (one that failed keeps its number on screen).
+-- The lowest number no Claude terminal has (one that failed keeps its number on screen);
+-- where Claudes are held, that no holder of the project has, which this Neovim claims.
 local function free_number()
   local taken = {}
   for _, buf in ipairs(api.nvim_list_bufs()) do
     local n = vim.b[buf].claude_nvim_terminal
     if n then taken[n] = true end
   end
-  if held().enabled() then  -- and those of this project's holders, attached elsewhere too
+  local holding = held().enabled()
+  if holding then  -- and those of this project's holders, attached elsewhere too
     for _, holder in ipairs(held().holders()) do taken[holder.n] = true end
   end
   local n = 1
-  while taken[n] do n = n + 1 end
+  while taken[n] or (holding and not held().claim(n)) do n = n + 1 end
   return n
 end
 

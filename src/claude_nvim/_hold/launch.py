@@ -147,6 +147,8 @@ def _hold(ready: int, number: int, name: str | None, project: str, argv: list[st
         held = Holder(listener, directory / f"claude-{number}.json", record, claude, master,
                       size)
         import contextlib  # (loaded by .holder already)
+        with contextlib.suppress(OSError):  # the plugin's claim of the number: the record has it
+            os.unlink(directory / f"claude-{number}.claim")
         # Whoever waited may be gone (a Neovim quit as this started): claude is held all the same.
         with contextlib.suppress(OSError):
             os.write(ready, b"ok " + os.fsencode(listener.getsockname()))
