@@ -138,6 +138,21 @@ async def test_serve_exits_when_neovim_quits(processes, tmp_path):
         assert b"Neovim went away" in stderr
 
 
+async def test_serve_exits_cleanly_when_neovim_quits_as_it_announces_itself(processes, tmp_path):
+    """Neovim quits between the lock written and the rest of the start (here: at once, from
+    the announcement's autocmd): the server has started, and leaves as after any quit."""
+    from claude_nvim._nvim.headless import headless_nvim
+    with headless_nvim(cwd=tmp_path, args=("--clean", "--cmd",
+                                           "autocmd User ClaudeNvimServerReady qa!")) \
+            as (address, _):
+        process = await processes.start(
+            [*SERVE, "--nvim", address], env=environment(tmp_path), stderr=subprocess.PIPE)
+        assert await stop(process) == 0
+        assert list((tmp_path / "ide").glob("*.lock")) == []
+        stderr = await process.stderr.receive_some(65536)
+        assert b"Neovim went away" in stderr
+
+
 async def test_a_second_serve_refuses_and_names_the_first(processes, nvim_address, tmp_path):
     first = await processes.start(
         [*SERVE, "--nvim", nvim_address], env=environment(tmp_path), stderr=subprocess.PIPE)

@@ -193,6 +193,8 @@ class App:
         self.hooks = Hooks(self.claudes)
         self.port = 0
         self.lock_path: Path | None = None
+        self.announced = False
+        """Whether it wrote its lock once: from then on, Neovim going away is normal life."""
         self.environment: dict[str, str] = {}
         """What a ``claude`` needs in its environment to connect here (as set in Neovim)."""
         self.claude_args: list[str] = []
@@ -444,6 +446,7 @@ class App:
         content = lockfile.lock_content(self._lock_pid, self.paths.folders_to_claude(folders),
                                         self.token, name)
         self.lock_path = lockfile.write_lock(self.lock_directory, self.port, content)
+        self.announced = True
 
     async def _clean_up(self) -> None:
         self._remove_files()

@@ -66,7 +66,8 @@ def run_server(app: App, session: Callable[[Callable[[], None]], Awaitable[int]]
     try:
         return trio.run(until_stopped)
     except BaseException as error:  # _stopped raises again what it does not expect
-        return _stopped(error, app, started, neovim_gone=neovim_gone)
+        # (Its lock written, it has started: Neovim may quit before the rest is done.)
+        return _stopped(error, app, started or app.announced, neovim_gone=neovim_gone)
 
 
 def _stopped(error: BaseException, app: App, started: bool, *, neovim_gone: int) -> int:
