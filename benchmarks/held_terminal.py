@@ -102,16 +102,23 @@ async def one_round(variant: Variant, megabytes: int) -> dict[str, Any]:
             os.environ["CLAUDE_NVIM_CLAUDE"] = str(stand_in)  # (user_home clears it first)
             async with neovim(variant, root, f"+{variant.command}") as (driver, pid):
                 try:
-                    return await measure(driver, pid, megabytes)
+                    return await measure(driver, pid, megabytes, runtime)
                 finally:
                     await driver.exec_lua("require('claude_nvim.terminal').stop(true)")
                     # (the holders outlive Neovim: they end with their claudes)
 
 
-async def measure(driver: Any, pid: int, megabytes: int) -> dict[str, Any]:
+async def measure(driver: Any, pid: int, megabytes: int, runtime: Path) -> dict[str, Any]:
     await until(driver, "local i = require('claude_nvim.terminal').info() return i and i.job")
     await until(driver, "return vim.b[require('claude_nvim.terminal').info().buf]"
                         ".claude_nvim_pid ~= nil")
+    # The terminal as it is once claude is up: attached to its holder (the stand-in never
+    # connects; a Claude connecting is what makes the holder take over).
+    await driver.exec_lua("vim.api.nvim_exec_autocmds('User', {pattern = 'ClaudeNvimConnected'})")
+    with trio.fail_after(60):
+        while not any(json.loads(record.read_text()).get("attached")
+                      for record in runtime.glob("claude-nvim/*/claude-1.json")):
+            await trio.sleep(0.01)
     echoes = []
     for n in range(50):
         await driver.exec_lua(ECHO, "abcdefghij"[n % 10], 5000)

@@ -505,8 +505,10 @@ async def test_a_held_claude_wiped_before_its_holder_is_up_ends(claude_dir):
 
 
 # A claude that never connects: Neovim stays its terminal until something else starts its
-# holder. It says "got: LINE" for each line typed, its terminal's size for "size".
+# holder. It says "got: LINE" for each line typed (with no echo, as claude), its terminal's
+# size for "size".
 QUIET_CLAUDE = """#!/bin/sh
+stty -echo
 echo $$ > "{out}/quiet.pid"
 echo "quiet claude $$"
 while read -r line; do
@@ -616,9 +618,32 @@ async def test_a_claude_not_held_yet_outlives_neovim(claude_dir, how):
     assert records(runtime)[1]["claude"] == claude and running(claude)
     async with neovim(claude_dir) as user:
         await user.request("nvim_command", "ClaudeNvim")
+        # What claude wrote while Neovim was its terminal is in its holder's ring too (with
+        # claude's terminal modes, set as it starts).
+        await shows(user, "got: ping")
         await type_into(user, 1, "pong\r")
         await shows(user, "got: pong")
         assert running(claude)
+
+
+async def test_keys_a_stopped_claude_did_not_take_go_to_its_holder(claude_dir):
+    """Neovim never waits on claude's pseudo-terminal: keys it has no room for wait in Lua,
+    and go to the holder when it takes over, in order, none twice; a claude that reads
+    none (stopped) does not keep its holder from starting."""
+    runtime = Path(os.environ["XDG_RUNTIME_DIR"])
+    async with neovim(claude_dir) as user:
+        claude = await start_quiet_claude(user, claude_dir, 600_000)
+        lines = [f"l{i:05d}" + "x" * 20 for i in range(4000)]  # 104 KB: more than a pty takes
+        os.kill(claude, signal.SIGSTOP)
+        try:
+            await type_into(user, 1, "".join(line + "\r" for line in lines))
+            await user.exec_lua("vim.api.nvim_exec_autocmds('User', "
+                                "{ pattern = 'ClaudeNvimConnected' })")
+            await until(lambda: 1 in records(runtime), "its holder, claude stopped")
+        finally:
+            os.kill(claude, signal.SIGCONT)
+        text = await shows(user, f"got: {lines[-1]}")
+        assert [line[5:] for line in text.splitlines() if line.startswith("got: ")] == lines
 
 
 async def test_a_claude_named_and_stopped_before_its_holder_is_up(claude_dir):

@@ -14,7 +14,8 @@ local KINDS = { A = true, I = true, W = true, N = true, K = true, O = true, X = 
 -- replay (a Claude attached again) takes many, none long (64 KiB held Neovim up to 30 ms, 16
 -- KiB 12 ms: benchmarks/held_terminal.py). Keys go in frames of it.
 local SLICE = 16384
--- Past this much output not shown yet, the holder is not read (it then stops reading claude).
+-- Past this much output not shown yet, its holder (or claude's pseudo-terminal, before the
+-- holder runs) is not read: claude then waits.
 local BACKLOG = 1048576
 
 local function be32(n)
@@ -110,7 +111,7 @@ function M.open(buf, sock, ended, early)
   local tty = nil ---@type uv.uv_pipe_t?  -- claude's pseudo-terminal, until the holder has it
   local state = 'new'  -- then 'connecting', 'attached', 'over'; 'direct' first, given `early`
   local typed = {}     -- keys typed before it attached
-  local writing, handing = 0, false  -- keys on their way to claude's pseudo-terminal
+  local unwritten = {}  -- keys claude's pseudo-terminal did not take yet (it was full)
   -- claude's output to show: shown[first .. last], shown[first] from `offset` on; `queued`
   -- bytes in all (past BACKLOG, what it comes from is not read: then claude waits).
   local shown = {} ---@type string[]
@@ -122,16 +123,14 @@ function M.open(buf, sock, ended, early)
   local chan ---@type integer
   local group = api.nvim_create_augroup('claude_nvim_attach_' .. buf, { clear = true })
 
-  -- Let go of claude's pseudo-terminal once the keys typed there are written; the holder
-  -- takes it. Keys typed meanwhile wait for the holder.
+  -- The holder takes claude's pseudo-terminal; the keys it did not take yet go to the holder.
   local function hand_over()
     if state ~= 'direct' or not tty then return end
-    state, handing, source, paused = 'new', true, nil, false
+    state, source, paused = 'new', nil, false
     tty:read_stop()
-    if writing == 0 then
-      tty:close()
-      if early then early.release() end
-    end
+    tty:close()
+    typed, unwritten = vim.list_extend(unwritten, typed), {}
+    if early then early.release() end
   end
 
   local function close()
@@ -226,12 +225,20 @@ function M.open(buf, sock, ended, early)
     for at = 1, #data, SLICE do pipe:write(M.frame(kind, data:sub(at, at + SLICE - 1))) end
   end
 
-  local function written()  -- a write to claude's pseudo-terminal is done
-    writing = writing - 1
-    if handing and writing == 0 and tty and not tty:is_closing() then
-      tty:close()
-      if early then early.release() end
+  -- Keys to claude's pseudo-terminal, as much as it takes now (a write never waits: what is
+  -- left when the holder takes over is known, and goes to it); the rest a little later.
+  local write_keys ---@type fun()
+  write_keys = function()
+    while state == 'direct' and tty and #unwritten > 0 do
+      local n = tty:try_write(unwritten[1])
+      if not n then break end  -- full (EAGAIN), or claude is gone (its output ends: hand_over)
+      if n < #unwritten[1] then
+        unwritten[1] = unwritten[1]:sub(n + 1)
+        break
+      end
+      table.remove(unwritten, 1)
     end
+    if state == 'direct' and #unwritten > 0 then vim.defer_fn(write_keys, 5) end
   end
 
   local function resized()
@@ -251,9 +258,9 @@ function M.open(buf, sock, ended, early)
 
   local function input(data)
     if result then return false end
-    if state == 'direct' and tty then
-      writing = writing + 1
-      tty:write(data, written)
+    if state == 'direct' then
+      unwritten[#unwritten + 1] = data
+      if #unwritten == 1 then write_keys() end
     elseif state == 'attached' then
       send('I', data)
     elseif state == 'new' or state == 'connecting' then
@@ -267,6 +274,7 @@ function M.open(buf, sock, ended, early)
   end
 
   local function connect()
+    hand_over()  -- (the holder runs: it has claude's pseudo-terminal)
     if state ~= 'new' then return end
     state = 'connecting'
     sent_size = window(size_of(buf))
@@ -292,8 +300,9 @@ function M.open(buf, sock, ended, early)
     tty:open(early.master)
     state, source = 'direct', tty
     on_read = function(err, data)
-      if data and not err then return show(data) end
-      hand_over()
+      if not data or err then return hand_over() end
+      show(data)
+      early.shown(data)
     end
     tty:read_start(on_read)
     early.due = hand_over

@@ -81,10 +81,25 @@ local function claimant(path)
   return pid
 end
 
--- What this Neovim still claims itself (no holder took it: a Claude that failed) ends with it.
+-- A file of `text` at `path`, whole before anyone sees it (made aside, then linked or renamed
+-- there: `place`); whether it is there.
+local function put(path, text, place)
+  local aside = path .. '.' .. vim.fn.getpid()
+  local file = io.open(aside, 'w')
+  if not file then return false end
+  file:write(text)
+  file:close()
+  local done = place(aside, path)
+  os.remove(aside)
+  return done and true or false
+end
+
+-- What this Neovim claimed that no holder took (a Claude that failed, or ran elsewhere) ends
+-- with it.
 local function unclaim_all()
   for _, path in pairs(claims) do
-    if claimant(path) == vim.fn.getpid() then os.remove(path) end
+    local pid = claimant(path)
+    if pid == vim.fn.getpid() or not alive(pid) then os.remove(path) end
   end
 end
 
@@ -92,18 +107,22 @@ end
 --- (`claude-N.claim`, in the project's directory), naming a live process (this Neovim, then
 --- the holder M.start started), which the holder removes once its JSON file has the number.
 --- Two Neovims starting Claudes at once get two numbers: a holder that finds its number held
---- ends its claude. False if another live process claimed `n` already.
+--- ends its claude. False if another live process claimed `n` already, or a holder has it.
+--- (Two Neovims taking over the same stale claim at the same instant may both have it.)
 ---@param n integer
 ---@return boolean
 function M.claim(n)
   local dir = require('claude_nvim.project').dir(project_cwd())
   if not dir then return true end  -- (its holder says why: a directory not ours alone)
   local path = dir .. '/claude-' .. n .. '.claim'
-  for _ = 1, 2 do
-    local fd = uv.fs_open(path, 'wx', tonumber('600', 8))
-    if fd then
-      uv.fs_write(fd, tostring(vim.fn.getpid()))
-      uv.fs_close(fd)
+  for _ = 1, 3 do
+    if put(path, tostring(vim.fn.getpid()), uv.fs_link) then
+      -- A holder that had it: it wrote its record, then removed the claim it found.
+      local record = read_record(dir .. '/claude-' .. n .. '.json')
+      if record and alive(record.holder) then
+        os.remove(path)
+        return false
+      end
       if next(claims) == nil then
         vim.api.nvim_create_autocmd('VimLeavePre', { once = true, callback = unclaim_all })
       end
@@ -113,7 +132,7 @@ function M.claim(n)
     local pid = claimant(path)
     if pid == vim.fn.getpid() then return true end  -- a Claude that did not start, here
     if alive(pid) then return false end
-    os.remove(path)  -- its Neovim or holder is gone: the number is free
+    os.remove(path)  -- (gone already, or) its Neovim or holder is gone: the number is free
   end
   return false
 end
@@ -207,6 +226,7 @@ end
 
 ---@class claude_nvim.Early a held Claude before its holder runs: Neovim is its terminal
 ---@field master integer its pseudo-terminal's master end: Neovim's until it releases it
+---@field shown fun(data: string) claude wrote `data`, which Neovim shows: for the holder's ring
 ---@field release fun() Neovim no longer reads or writes the master end: the holder starts
 ---@field due? fun() what the terminal does when the holder is to start (it then releases)
 
@@ -267,11 +287,7 @@ function M.start(n, argv, env, rows, cols, on)
     return false
   end
   handle:unref()  -- the holder outlives this Neovim; nothing here waits for it
-  local claim = claims[n] and io.open(claims[n], 'w')  -- the holder's now: it outlives Neovim
-  if claim then
-    claim:write(tostring(spawned))
-    claim:close()
-  end
+  if claims[n] then put(claims[n], tostring(spawned), uv.fs_rename) end  -- it outlives Neovim
   waiting[sock] = {}
   local function started(up)
     local calls = waiting[sock] or {}
@@ -282,7 +298,7 @@ function M.start(n, argv, env, rows, cols, on)
   out:read_start(function(err, data)
     if data and not err then
       said[#said + 1] = data
-      if not ok and table.concat(said):match('^ok ') then
+      if not ok and ('\n' .. table.concat(said)):find('\nok ') then
         ok = true
         vim.schedule(function()
           started(true)  -- up: M.stop tells it
@@ -299,16 +315,23 @@ function M.start(n, argv, env, rows, cols, on)
       on.failed(text ~= '' and (text:gsub('%s+$', '')) or 'its holder did not start')
     end)
   end)
-  -- The holder waits while `hold` is open: closed, it starts (Neovim's exit closes it too).
+  -- The holder waits while `hold` is open, and keeps what comes there: claude's output shown
+  -- meanwhile. Closed (Neovim's exit closes it too), it starts.
   local timer = uv.new_timer()
   local connected ---@type integer?
+  local released = false
   ---@type claude_nvim.Early
-  local early = { master = master, release = function()
-    if hold:is_closing() then return end
-    hold:close()
-    timer:close()
-    pcall(vim.api.nvim_del_autocmd, connected)
-  end }
+  local early = {
+    master = master,
+    shown = function(data) if not released then hold:write(data) end end,
+    release = function()
+      if released then return end
+      released = true
+      hold:shutdown(function() hold:close() end)  -- once what was shown is there
+      timer:close()
+      vim.schedule(function() pcall(vim.api.nvim_del_autocmd, connected) end)
+    end,
+  }
   local function due() (early.due or early.release)() end
   timer:start(M.hold_after_ms, 0, vim.schedule_wrap(due))
   connected = vim.api.nvim_create_autocmd('User', { pattern = 'ClaudeNvimConnected',

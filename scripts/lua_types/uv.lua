@@ -31,6 +31,8 @@
 ---@field write fun(self: uv.uv_pipe_t, data: string|string[], callback?: fun(err: string?)): any, string?
 ---@field read_start fun(self: uv.uv_pipe_t, callback: fun(err: string?, data: string?)): 0|nil, string?
 ---@field read_stop fun(self: uv.uv_pipe_t): 0|nil, string?
+---@field try_write fun(self: uv.uv_pipe_t, data: string): integer|nil, string?
+---@field shutdown fun(self: uv.uv_pipe_t, callback?: fun(err: string?)): any, string?
 ---@field close fun(self: uv.uv_pipe_t, callback?: fun())
 ---@field is_closing fun(self: uv.uv_pipe_t): boolean
 
@@ -167,6 +169,11 @@ function uv.fs_mkdir(path, mode) end
 ---@param new_path string
 ---@return boolean? ok, string? err
 function uv.fs_rename(path, new_path) end
+
+---@param path string
+---@param new_path string
+---@return boolean? ok, string? err
+function uv.fs_link(path, new_path) end
 
 vim.uv = uv
 vim.loop = uv

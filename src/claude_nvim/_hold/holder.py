@@ -103,6 +103,10 @@ class Holder:
         self.status: int | None = None
         self.stops = 0
         self.attaches = 0  # the first client is the one that started it: no replay to redraw
+        # What claude wrote before this ran, which the Neovim that started it (its pid) showed
+        # as its terminal (launch.adopt): the ring begins with it, that Neovim is not shown it
+        # again. `fresh`: the bytes the ring has had since.
+        self.shown_by, self.fresh = 0, 0
         self.pid, self.master = claude, master  # claude, started (launch.py), and its pty
         os.set_blocking(self.master, False)
         write_record(record_path, record)
@@ -249,8 +253,15 @@ class Holder:
             return
         self._output(data)
 
+    def shown(self, data: bytes, by: int) -> None:
+        """``data``, what claude wrote before this ran, begins the ring; Neovim ``by`` (a
+        pid) showed it."""
+        self.ring.write(data)
+        self.shown_by = by
+
     def _output(self, data: bytes) -> None:
         self.ring.write(data)
+        self.fresh += len(data)
         client = self.attached
         if client is not None:
             client.out += p.frame(p.OUTPUT, data)
@@ -299,7 +310,11 @@ class Holder:
             self.record.update(attached=connection.pid, nvim=nvim)
             write_record(self.record_path, self.record)
             nudge = size == self.size and self.attaches > 1
-            connection.out += p.frames(p.OUTPUT, self.ring.contents())
+            replay = self.ring.contents()
+            if self.shown_by and connection.pid == self.shown_by:  # (once: it shows what comes)
+                replay = replay[max(0, len(replay) - self.fresh):]
+                self.shown_by = 0
+            connection.out += p.frames(p.OUTPUT, replay)
             if nudge:  # a real change of size, then back: claude draws its screen again
                 set_window(self.master, size[0], max(1, size[1] - 1))
                 self.nudge_at = time.monotonic() + NUDGE_SECONDS

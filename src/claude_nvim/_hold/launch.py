@@ -13,7 +13,9 @@ standard library.
 
 On Linux the plugin does better still (``lua/claude_nvim/held.lua``): it starts claude itself,
 on a pty it opened, and this runs as its holder with ``--adopt``: claude's pid, the pty's
-master end as stdin; it says ``ok SOCKET`` or why on stdout.
+master end as stdin; with ``--wait FD``, it loads nothing more while Neovim is claude's
+terminal (until FD reads as closed: what claude wrote comes there meanwhile); then it says
+``ok SOCKET`` or why on stdout.
 """
 
 from __future__ import annotations
@@ -26,6 +28,10 @@ from .terminal import set_window, window
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import NoReturn
+
+EARLY_BYTES = 1 << 20
+"""At most this much of what claude wrote before its holder ran is kept: holder.RING_BYTES
+(not loaded before then)."""
 
 RECORD_VAR = "CLAUDE_NVIM_HOLDER"
 """claude's environment names its holder's JSON file in this: its editor (claude_editor.lua)
@@ -51,6 +57,8 @@ def quick(args: list[str]) -> int | None:
     number, wait = options.get("--number", "1"), options.get("--wait", "")
     if args[at:at + 1] != ["--"] or len(args) == at + 1 or not number.isdigit() \
             or not (wait.isdigit() or not wait):
+        return None
+    if wait and adopted is None:
         return None
     if adopted is not None:
         return adopt(adopted, int(number), options.get("--name"), options.get("--project"),
@@ -100,26 +108,33 @@ def adopt(claude: int, number: int, name: str | None, project: str | None,
     """Hold claude (``argv``), this process's child ``claude``, started before this process by
     the plugin (``lua/claude_nvim/held.lua``) on the pseudo-terminal whose master end is
     stdin; say ``ok SOCKET`` or why on stdout. Given ``wait``, not before that descriptor
-    reads as closed: until then, Neovim is claude's terminal, and this loads nothing more."""
+    reads as closed: until then Neovim is claude's terminal, sends there what claude wrote
+    (it begins the ring a later Neovim is shown: claude's terminal modes), and this loads
+    nothing more."""
+    early, starter = bytearray(), 0
     if wait is not None:
-        try:
-            while os.read(wait, 64):
-                pass
-        except OSError:
-            pass
+        os.set_blocking(wait, True)
+        while chunk := os.read(wait, 65536):
+            early += chunk
+            if len(early) > 2 * EARLY_BYTES:
+                del early[:-EARLY_BYTES]
         os.close(wait)
+        starter = os.getppid()  # that Neovim, unless it is gone (then not a Neovim)
     master, ready = os.dup(0), os.dup(1)
     _hold(ready, number, name, os.path.realpath(project or os.getcwd()), argv, window(master),
-          (claude, master))
+          (claude, master), (bytes(early[-EARLY_BYTES:]), starter))
 
 
 def _hold(ready: int, number: int, name: str | None, project: str, argv: list[str],
-          size: tuple[int, int], started: tuple[int, int] | None = None) -> NoReturn:
+          size: tuple[int, int], started: tuple[int, int] | None = None,
+          early: tuple[bytes, int] = (b"", 0)) -> NoReturn:
     """The holder: in a session of its own (Neovim's quitting leaves it), claude started (unless
-    ``started``: its pid and its terminal's master end), then its socket and record; says ``ok
-    SOCKET`` or why not on ``ready``, then serves."""
+    ``started``: its pid and its terminal's master end; ``early``, what it wrote so far and
+    the pid of the Neovim that showed it), then its socket and record; says ``ok SOCKET`` or
+    why not on ``ready``, then serves."""
     code = 1
     claude = master = -1
+    claim = ""
     try:
         if started is None:
             os.setsid()
@@ -135,6 +150,7 @@ def _hold(ready: int, number: int, name: str | None, project: str, argv: list[st
         from .holder import Holder, bind
         for tries_left in (1, 0):  # a last holder or server may take the empty directory
             directory = project_dir(project)
+            claim = str(directory / f"claude-{number}.claim")
             try:
                 listener = bind(directory / f"claude-{number}.sock")
                 break
@@ -146,9 +162,10 @@ def _hold(ready: int, number: int, name: str | None, project: str, argv: list[st
                   "attached": None, "claude": claude}
         held = Holder(listener, directory / f"claude-{number}.json", record, claude, master,
                       size)
+        held.shown(*early)
         import contextlib  # (loaded by .holder already)
         with contextlib.suppress(OSError):  # the plugin's claim of the number: the record has it
-            os.unlink(directory / f"claude-{number}.claim")
+            os.unlink(claim)
         # Whoever waited may be gone (a Neovim quit as this started): claude is held all the same.
         with contextlib.suppress(OSError):
             os.write(ready, b"ok " + os.fsencode(listener.getsockname()))
@@ -163,6 +180,9 @@ def _hold(ready: int, number: int, name: str | None, project: str, argv: list[st
                 os.waitpid(claude, 0)
             except OSError:
                 pass
+        with contextlib.suppress(OSError), open(claim) as file:  # the number, if claimed for this
+            if file.read(32).strip() == str(os.getpid()):
+                os.unlink(claim)
         with contextlib.suppress(OSError):  # said ok already: served, then failed
             os.write(ready, f"hold: {exc}".encode()[:4000])
     os._exit(code)
