@@ -580,6 +580,21 @@ async def test_neovim_is_claudes_terminal_until_its_holder_takes_over(claude_dir
         await until(lambda: not running(claude) and not running(holder), "ended")
 
 
+async def test_a_held_claudes_terminal_answers_what_claude_asks_of_its_colours(claude_dir):
+    """claude asks its terminal's background colour as it starts (OSC 11) and waits for the
+    answer: a terminal with no job gets no answer from Neovim's own handler, the plugin's."""
+    asking = claude_dir / "bin" / "claude-asks"
+    asking.write_text("#!/bin/sh\nstty raw -echo\nprintf '\\033]11;?\\007'\n"
+                      f"dd bs=1 count=24 of={claude_dir}/reply 2>/dev/null\nsleep 100\n")
+    asking.chmod(0o755)
+    async with neovim(claude_dir) as user:
+        await user.exec_lua("vim.env.CLAUDE_NVIM_CLAUDE = ...", str(asking))
+        await user.request("nvim_command", "ClaudeNvim")
+        await until(lambda: (claude_dir / "reply").exists()
+                    and len((claude_dir / "reply").read_bytes()) == 24, "its answer")
+        assert (claude_dir / "reply").read_bytes() == b"\x1b]11;rgb:0000/0000/0000\x07"
+
+
 async def test_the_holder_takes_over_by_itself_after_a_while(claude_dir):
     """A claude that never connects (a wrong server, no IDE) is held all the same."""
     runtime = Path(os.environ["XDG_RUNTIME_DIR"])

@@ -313,6 +313,16 @@ function M.open(buf, sock, ended, early)
   api.nvim_create_autocmd('OptionSet', { group = group,
     pattern = { 'number', 'relativenumber', 'signcolumn', 'foldcolumn', 'statuscolumn' },
     callback = function() vim.schedule(resized) end })
+  -- claude asks its terminal's colours as it starts (OSC 10 and 11), and waits for them:
+  -- Neovim answers a job's terminal (its TermRequest handler), not one with no job.
+  api.nvim_create_autocmd('TermRequest', { group = group, buffer = buf, callback = function(args)
+    local asked = type(args.data) == 'table' and args.data.sequence or args.data  -- (0.10)
+    local which = asked == '\027]10;?' and 10 or asked == '\027]11;?' and 11 or nil
+    if not which then return end
+    local light = (which == 10) == (vim.o.background == 'dark')  -- as Neovim answers a job
+    local value = light and 'ffff/ffff/ffff' or '0000/0000/0000'
+    input(('\027]%d;rgb:%s\007'):format(which, value))
+  end })
   -- Wiped: only this client ends (quitting Neovim, or :bwipeout!, which also stops a held
   -- Claude: claude_nvim.terminal).
   api.nvim_create_autocmd('BufWipeout', { group = group, buffer = buf, once = true,
