@@ -87,7 +87,7 @@ def variants(before: Path | None, claudecode: Path | None, claude: Path) -> list
     python = [sys.executable, "-m", "claude_nvim"]
 
     def ours(name: str, root: Path, **claude_opts: object) -> Variant:
-        cmd = python if root == ROOT else ["env", f"PYTHONPATH={root / 'src'}", *python]
+        cmd = python if root == ROOT else [str(command_of(root))]
         opts = json.dumps({"cmd": cmd, "claude": claude_opts} if claude_opts else {"cmd": cmd})
         return Variant(name, root, f"require('claude_nvim').setup(vim.json.decode([[{opts}]]))",
                        "ClaudeNvim")
@@ -100,6 +100,17 @@ def variants(before: Path | None, claudecode: Path | None, claude: Path) -> list
                              f"require('claudecode').setup({{ terminal_cmd = '{claude}', "
                              "terminal = { provider = 'native' } })", "ClaudeCode"))
     return found
+
+
+def command_of(root: Path) -> Path:
+    """A ``claude-nvim`` command running the claude-nvim at ``root``, as an install's script
+    (its Python named on its first line, which the plugin starts held Claudes with: an
+    ``env PYTHONPATH=…`` prefix would send the plugin the slower way)."""
+    script = root / "claude-nvim"
+    script.write_text(f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(root / 'src')!r})\n"
+                      "from claude_nvim._cli import main\nsys.exit(main())\n")
+    script.chmod(0o755)
+    return script
 
 
 def stamp(line: str) -> float:
