@@ -693,7 +693,8 @@ async def test_two_neovims_starting_claudes_at_once_get_two_numbers(claude_dir):
         await until(lambda: 1 in records(runtime), "the first Neovim's holder")
         assert records(runtime)[1]["claude"] == quiet and running(quiet)
         assert running(records(runtime)[2]["claude"])
-        assert not list(runtime.glob("claude-nvim/*/*.claim"))  # the holders have them
+        await until(lambda: not list(runtime.glob("claude-nvim/*/*.claim")),
+                    "the claims removed: the holders' records have the numbers")
 
 
 async def test_a_second_neovim_of_the_project_leaves_the_first_its_claudes(claude_dir):

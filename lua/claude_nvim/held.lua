@@ -82,16 +82,16 @@ local function claimant(path)
 end
 
 -- A file of `text` at `path`, whole before anyone sees it (made aside, then linked or renamed
--- there: `place`); whether it is there.
+-- there: `place`); whether it is there, else the error's name ('EEXIST': one is there).
 local function put(path, text, place)
   local aside = path .. '.' .. vim.fn.getpid()
   local file = io.open(aside, 'w')
-  if not file then return false end
+  if not file then return false, 'EACCES' end
   file:write(text)
   file:close()
-  local done = place(aside, path)
+  local done, _, name = place(aside, path)
   os.remove(aside)
-  return done and true or false
+  return done and true or false, name
 end
 
 -- What this Neovim claimed that no holder took (a Claude that failed, or ran elsewhere) ends
@@ -116,7 +116,9 @@ function M.claim(n)
   if not dir then return true end  -- (its holder says why: a directory not ours alone)
   local path = dir .. '/claude-' .. n .. '.claim'
   for _ = 1, 3 do
-    if put(path, tostring(vim.fn.getpid()), uv.fs_link) then
+    local put_there, why = put(path, tostring(vim.fn.getpid()), uv.fs_link)
+    if not put_there and why ~= 'EEXIST' then return true end  -- no claims there (no links?)
+    if put_there then
       -- A holder that had it: it wrote its record, then removed the claim it found.
       local record = read_record(dir .. '/claude-' .. n .. '.json')
       if record and alive(record.holder) then
@@ -327,7 +329,7 @@ function M.start(n, argv, env, rows, cols, on)
     release = function()
       if released then return end
       released = true
-      hold:shutdown(function() hold:close() end)  -- once what was shown is there
+      if not hold:shutdown(function() hold:close() end) then hold:close() end  -- once shown
       timer:close()
       vim.schedule(function() pcall(vim.api.nvim_del_autocmd, connected) end)
     end,

@@ -311,9 +311,9 @@ class Holder:
             write_record(self.record_path, self.record)
             nudge = size == self.size and self.attaches > 1
             replay = self.ring.contents()
-            if self.shown_by and connection.pid == self.shown_by:  # (once: it shows what comes)
+            if self.attaches == 1 and connection.pid == self.shown_by:  # it showed the rest
                 replay = replay[max(0, len(replay) - self.fresh):]
-                self.shown_by = 0
+            self.shown_by = 0  # (any later attach, that one's too, is shown all)
             connection.out += p.frames(p.OUTPUT, replay)
             if nudge:  # a real change of size, then back: claude draws its screen again
                 set_window(self.master, size[0], max(1, size[1] - 1))
