@@ -56,21 +56,29 @@ end
 ---@return boolean
 function M.running() return #running() > 0 end
 
--- The lowest number no Claude terminal has (one that failed keeps its number on screen);
--- where Claudes are held, that no holder of the project has, which this Neovim claims.
-local function free_number()
+-- The lowest number from `from` (1) that no Claude terminal has (one that failed keeps its
+-- number on screen).
+local function free_number(from)
   local taken = {}
   for _, buf in ipairs(api.nvim_list_bufs()) do
     local n = vim.b[buf].claude_nvim_terminal
     if n then taken[n] = true end
   end
-  local holding = held().enabled()
-  if holding then  -- and those of this project's holders, attached elsewhere too
+  if held().enabled() then  -- and those of this project's holders, attached elsewhere too
     for _, holder in ipairs(held().holders()) do taken[holder.n] = true end
   end
-  local n = 1
-  while taken[n] or (holding and not held().claim(n)) do n = n + 1 end
+  local n = from or 1
+  while taken[n] do n = n + 1 end
   return n
+end
+
+-- `claude`'s number, claimed before its holder starts (held.claim): one another Neovim's
+-- Claude took meanwhile gives way to the next free one.
+local function claim_number(claude)
+  local n = claude.n
+  while not held().claim(n) do n = free_number(n + 1) end
+  claude.n = n
+  vim.b[claude.buf].claude_nvim_terminal = n
 end
 
 -- A window of this tab showing `claude` (the current window if it is one), or nil.
@@ -284,6 +292,7 @@ local function run(claude, info, args)
     if not claude_nvim then return failed(claude, why) end
     cmd = remote.claude_command(claude_nvim, vim.list_slice(cmd, 2))
   elseif held().enabled() then
+    claim_number(claude)
     local win = window_of(claude)
     local rows = win and api.nvim_win_get_height(win) or vim.o.lines
     local cols = win and api.nvim_win_get_width(win) - vim.fn.getwininfo(win)[1].textoff
