@@ -200,6 +200,8 @@ class Holder:
         with contextlib.suppress(OSError):
             while self.claude_open and (data := os.read(self.master, 65536)):
                 self._output(data)
+        # Its number is free once the client hears of the end (a new Claude may take it).
+        self.record_path.unlink(missing_ok=True)
         client = self.attached
         if client is not None:
             client.out += p.frame(p.EXIT, str(self.status).encode())
