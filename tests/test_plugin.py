@@ -343,8 +343,12 @@ async def test_the_server_outlives_its_claudes_and_a_dead_one_is_replaced(user, 
     await user.request("nvim_input", "<C-\\><C-n>")
     await user.request("nvim_command", "ClaudeNvimNew")
     await claudes_started(claude_dir, 3)
-    assert await eventually(user, "return require('claude_nvim').status() == 'Claude'",
-                            timeout=WAIT)
+    try:
+        await eventually(user, "return require('claude_nvim').status() == 'Claude'")
+    except trio.TooSlowError:  # what it is instead (a rare failure, not yet understood)
+        pytest.fail(repr(await user.exec_lua(
+            "return {require('claude_nvim').status(), require('claude_nvim').server(),"
+            " require('claude_nvim.terminal').info(), vim.g.claude_nvim_server}")))
     assert await user.exec_lua(READY_SERVER) not in (None, server)
 
 

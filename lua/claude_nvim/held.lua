@@ -232,12 +232,10 @@ end
 ---@field release fun() Neovim no longer reads or writes the master end: the holder starts
 ---@field due? fun() what the terminal does when the holder is to start (it then releases)
 
--- Calls to the holders still starting (tell_holder), waiting for them, and what makes them
--- start now, by socket.
----@type table<string, fun(up: boolean)[]>
-local waiting = {}
----@type table<string, fun()>
-local due_now = {}
+-- The holders still starting, by socket: the calls waiting for them (tell_holder), and what
+-- makes one start now.
+---@type table<string, {calls: fun(up: boolean)[], due: fun()}>
+local starting = {}
 
 --- Start `argv` (claude and its arguments) as Claude `n`, in a terminal of `rows` x `cols`,
 --- with `env` added to Neovim's environment, at once: true, the pid that is its holder (claude
@@ -290,10 +288,9 @@ function M.start(n, argv, env, rows, cols, on)
   end
   handle:unref()  -- the holder outlives this Neovim; nothing here waits for it
   if claims[n] then put(claims[n], tostring(spawned), uv.fs_rename) end  -- it outlives Neovim
-  waiting[sock] = {}
   local function started(up)
-    local calls = waiting[sock] or {}
-    waiting[sock], due_now[sock] = nil, nil
+    local calls = starting[sock] and starting[sock].calls or {}
+    starting[sock] = nil
     for _, call in ipairs(calls) do call(up) end
   end
   local said, ok = {}, false
@@ -338,7 +335,7 @@ function M.start(n, argv, env, rows, cols, on)
   timer:start(M.hold_after_ms, 0, vim.schedule_wrap(due))
   connected = vim.api.nvim_create_autocmd('User', { pattern = 'ClaudeNvimConnected',
     once = true, callback = function() vim.schedule(due) end })
-  due_now[sock] = due
+  starting[sock] = { calls = {}, due = due }
   return true, spawned, sock, early
 end
 
@@ -356,12 +353,13 @@ end
 -- Send the holder at `sock` one frame, without waiting for it (one still starting, M.start:
 -- once it is up, and it starts now); then `done(ok)`, in the loop.
 local function tell_holder(sock, kind, payload, done)
-  if waiting[sock] then
-    table.insert(waiting[sock], function(up)
+  local holder = starting[sock]
+  if holder then
+    table.insert(holder.calls, function(up)
       if up then return tell_holder(sock, kind, payload, done) end
       if done then done(false) end
     end)
-    return due_now[sock]()
+    return holder.due()
   end
   local pipe = uv.new_pipe(false)
   local function over(ok)

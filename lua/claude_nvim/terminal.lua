@@ -56,9 +56,8 @@ end
 ---@return boolean
 function M.running() return #running() > 0 end
 
--- The lowest number from `from` (1) that no Claude terminal has (one that failed keeps its
--- number on screen).
-local function free_number(from)
+-- The numbers Claude terminals have (one that failed keeps its number on screen), as a set.
+local function taken_numbers()
   local taken = {}
   for _, buf in ipairs(api.nvim_list_bufs()) do
     local n = vim.b[buf].claude_nvim_terminal
@@ -67,6 +66,12 @@ local function free_number(from)
   if held().enabled() then  -- and those of this project's holders, attached elsewhere too
     for _, holder in ipairs(held().holders()) do taken[holder.n] = true end
   end
+  return taken
+end
+
+-- The lowest number from `from` (1) not in `taken` (taken_numbers()).
+local function free_number(from, taken)
+  taken = taken or taken_numbers()
   local n = from or 1
   while taken[n] do n = n + 1 end
   return n
@@ -75,8 +80,8 @@ end
 -- `claude`'s number, claimed before its holder starts (held.claim): one another Neovim's
 -- Claude took meanwhile gives way to the next free one.
 local function claim_number(claude)
-  local n = claude.n
-  while not held().claim(n) do n = free_number(n + 1) end
+  local taken, n = taken_numbers(), claude.n
+  while not held().claim(n) do n = free_number(n + 1, taken) end
   claude.n = n
   vim.b[claude.buf].claude_nvim_terminal = n
 end
