@@ -4,6 +4,7 @@ not ours alone is refused), the holder's wire, and ``claude-nvim hold`` in a rea
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import select
@@ -72,6 +73,25 @@ def test_python_and_lua_agree_on_the_project_directory(tmp_path, runtime, monkey
     fallback = project_dir(str(project))
     assert fallback.parent == tmp_path / f"claude-nvim-{os.getuid()}"
     assert lua_project_dir(project, dict(os.environ)) == str(fallback)
+
+
+def test_luas_sha256_is_hashlibs(tmp_path):
+    """The project key is hashed in Lua (claude_nvim.sha256) and in Python: every length
+    around the 64-byte blocks' padding, every byte value (NUL, non-UTF-8) included."""
+    chunk = tmp_path / "sha.lua"
+    chunk.write_text("""
+        local sha256 = require('claude_nvim.sha256')
+        for n = 0, 300 do
+          local bytes = {}
+          for i = 0, n - 1 do bytes[#bytes + 1] = string.char((i * 7 + n) % 256) end
+          io.stdout:write(sha256(table.concat(bytes)), '\\n')
+        end""")
+    done = subprocess.run([find_nvim(), "--clean", "--headless", "--cmd", f"set rtp^={ROOT}",
+                           "-l", str(chunk)], capture_output=True, text=True, timeout=60,
+                          check=True)
+    assert done.stdout.splitlines() == [
+        hashlib.sha256(bytes((i * 7 + n) % 256 for i in range(n))).hexdigest()
+        for n in range(301)]
 
 
 def test_the_launch_names_the_record_where_the_holder_writes_it(tmp_path, runtime,

@@ -205,19 +205,28 @@ exec 3>&- "$python" -I -S -c "$boot" "$src" --adopt "$!" --wait 4 --number "$n" 
 --- names or stops that Claude). Not an option: tests change it.
 M.hold_after_ms = 3000
 
-local can_start = nil  -- whether this system's env and setsid run START (found out once)
+-- Whether this system's env and setsid run START: found out once, by a check that runs
+-- while the plugin gets the rest ready (M.prepare).
+---@type boolean|vim.SystemObj|nil
+local can_start = nil
+
+--- A Claude is about to start: find out (once, in the background) whether START can run.
+function M.prepare()
+  if can_start ~= nil then return end
+  -- coreutils' env knows --default-signal since 8.31 (2019); util-linux's setsid, --ctty.
+  local ok, check = pcall(vim.system, { 'env', '--default-signal', 'setsid', '--ctty',
+                                        '--version' })
+  can_start = ok and check or false
+end
 
 -- The Python to start holders with, where claude can start before it (see START): nil where
 -- it cannot (no pseudo-terminals from Lua, an env or setsid without those options, no known
 -- Python).
 local function quick_python()
   if not (SRC and require('claude_nvim.pty').available()) then return nil end
-  if can_start == nil then
-    -- coreutils' env knows --default-signal since 8.31 (2019); util-linux's setsid, --ctty.
-    local ok, done = pcall(function()
-      return vim.system({ 'env', '--default-signal', 'setsid', '--ctty', '--version' })
-        :wait(2000)
-    end)
+  M.prepare()
+  if type(can_start) == 'table' then  -- its answer, at once if it came meanwhile
+    local ok, done = pcall(can_start.wait, can_start, 2000)
     can_start = ok and done.code == 0
   end
   if not can_start then return nil end

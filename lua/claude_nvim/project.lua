@@ -29,7 +29,7 @@ local function own_dir(path, existing)
 end
 
 local function key_path(top, cwd)
-  return top .. '/' .. vim.fn.sha256(uv.fs_realpath(cwd) or cwd):sub(1, 16)
+  return top .. '/' .. require('claude_nvim.sha256')(uv.fs_realpath(cwd) or cwd):sub(1, 16)
 end
 
 --- The path of the project's directory at `cwd` (default: Neovim's working directory), as

@@ -319,7 +319,7 @@ local function run(claude, info, args)
     cmd, why = held().start_command(claude.n, cmd)
     if not cmd then return failed(claude, why) end
     launch(claude, cmd, info.claude.env, exe)
-    claude.sock = held().socket(claude.n)  -- after: a first sha256() takes ~4 ms
+    claude.sock = held().socket(claude.n)
     return
   end
   launch(claude, cmd, info.claude.env, exe)
@@ -349,7 +349,10 @@ local function new_claude(n, started)
   local claude = { n = n, buf = buf, started = started or os.time() }
   vim.bo[buf].modifiable = false  -- until claude runs in it
   vim.b[buf].claude_nvim_terminal = n
-  vim.bo[buf].filetype = 'claude_nvim'  -- for the user's keymaps and statuslines (FileType)
+  vim.schedule(function()  -- for the user's keymaps and statuslines (FileType): once claude
+    -- started (its ftplugin and syntax search takes 2 ms and more)
+    if api.nvim_buf_is_valid(buf) then vim.bo[buf].filetype = 'claude_nvim' end
+  end)
   claudes[#claudes + 1], current = claude, claude
   api.nvim_create_autocmd({ 'BufEnter', 'WinEnter' }, { buffer = buf, callback = function()
     if is_claude(buf) then current = claude end
@@ -391,6 +394,7 @@ end
 
 -- A new Claude, in the Claude window `win` (the one it showed keeps running) or a new one.
 local function start(args, win)
+  if held().enabled() then held().prepare() end
   local claude = new_claude(free_number())
   place(claude.buf, win)
   -- At once: its connection waits for a server still starting (claude_nvim.activate).
