@@ -194,3 +194,14 @@ async def test_claudes_editor_opens_in_the_neovim_that_adopted_it(
         assert whole_json(edited) == {"code": 0, "text": "fix the parser, please\n"}
         assert await eventually(user, "return vim.api.nvim_get_mode().mode == 't' and "
                                       "vim.api.nvim_get_current_win()") == claude
+
+
+async def test_neovim_quitting_as_claude_starts_leaves_no_lock(claude_dir):
+    """The server a claude starts with is spawned a moment after claude (it would slow
+    claude's own start); Neovim quitting before that leaves no lock file behind."""
+    async with neovim(claude_dir) as user:
+        await user.request("nvim_command", "ClaudeNvim")
+        assert list((claude_dir / "cfg" / "ide").glob("*.lock"))
+        await quit_neovim(user, ":qa!")
+    await claudes_started(claude_dir, 1)
+    await until(lambda: not list((claude_dir / "cfg" / "ide").iterdir()), "no lock left")

@@ -293,17 +293,25 @@ local function error_line(lines, said)
   return said
 end
 
+-- How long after a claude it is started for the activated server starts. Its start (~140 ms
+-- of CPU until it waits for claude) beside claude's first ~300 ms slowed claude's own, which
+-- takes both cores of a 2-core machine; claude connects no sooner than ~900 ms after it
+-- starts, and its connection waits in the socket's backlog meanwhile.
+local SERVER_AFTER_CLAUDE_MS = 300
+
 -- The server on a socket bound here (claude_nvim.activate): spawned with the listening socket
 -- as its fd 3, which jobstart cannot hand over. Its job is a table { stop = fn }. `detach`: it
--- may outlive Neovim (then it ends by itself). Spawned on the next turn of the loop: the claude
--- that is waiting for it starts first (its connection waits in the socket's backlog), and
--- forking Neovim for the server (up to ~10 ms) is not on the way to its start.
+-- may outlive Neovim (then it ends by itself). Spawned on the next turn of the loop (the
+-- claude waiting for it starts first, and forking Neovim for the server, up to ~10 ms, is not
+-- on the way to its start), or SERVER_AFTER_CLAUDE_MS later when `for_claude`.
 local function serve_activated(cmd, args, activation, detach, for_claude)
   local activate = require('claude_nvim.activate')
   local job, process, cancelled = {}, nil, false ---@type table, uv.uv_process_t?, boolean
+  local spawn ---@type fun()
   job.stop = function()
     cancelled = true
     if process and not process:is_closing() then process:kill('sigterm') end
+    spawn()  -- if it has not started, its job ends now
   end
   activation.job = job
   serving, activated = job, activation
@@ -312,7 +320,10 @@ local function serve_activated(cmd, args, activation, detach, for_claude)
   -- no claude starting, it loads at once.
   local env = for_claude and activation.env
     or vim.list_extend(vim.deepcopy(activation.env), { 'CLAUDE_NVIM_EARLY_SECONDS=0' })
-  vim.schedule(function()
+  local cwd, spawned = vim.fn.getcwd(), false
+  function spawn()
+    if spawned then return end
+    spawned = true
     if cancelled then  -- stopped before it started
       activate.handed_over(activation)
       return exited(job, 0, nil)
@@ -320,7 +331,7 @@ local function serve_activated(cmd, args, activation, detach, for_claude)
     local said, rest, stderr = nil, '', uv.new_pipe(false)  -- rest: stderr's unfinished line
     local pid
     process, pid = uv.spawn(cmd[1], { args = args, env = env, detached = detach,
-      stdio = { nil, nil, stderr, activation.fd }, cwd = vim.fn.getcwd() },
+      stdio = { nil, nil, stderr, activation.fd }, cwd = cwd },
       function(code) vim.schedule(function()
         if process then process:close() end
         stderr:close()
@@ -337,7 +348,14 @@ local function serve_activated(cmd, args, activation, detach, for_claude)
       rest = table.remove(lines)
       said = error_line(lines, said)
     end)
-  end)
+  end
+  if not for_claude then return vim.schedule(spawn) end
+  -- Neovim quitting first: no server (it could not attach), and no lock left behind.
+  local leaving = api.nvim_create_autocmd('VimLeavePre', { once = true, callback = job.stop })
+  vim.defer_fn(function()
+    pcall(api.nvim_del_autocmd, leaving)
+    spawn()
+  end, SERVER_AFTER_CLAUDE_MS)
 end
 
 -- The server in a job of Neovim's, binding its own socket.
