@@ -154,6 +154,18 @@ async def test_claude_starts_before_the_server_and_is_answered(claude_dir, gated
         os.kill(started["pid"], signal.SIGKILL)
 
 
+async def test_a_connection_before_the_server_runs_waits_for_it(claude_dir):
+    """The server starts a moment after claude: a connection that comes sooner waits in the
+    socket's backlog for it, never taken (and dropped) by Neovim, which holds the socket."""
+    async with plugin_user(claude_dir) as user:
+        await user.request("nvim_command", "ClaudeNvim")
+        [lock] = locks(claude_dir)
+        assert await user.exec_lua("return require('claude_nvim').server()") is None
+        port, token = int(lock.stem), json.loads(lock.read_text())["authToken"]
+        async with mcp_client(port, token) as client:
+            assert "openDiff" in [t["name"] for t in (await client.result("tools/list"))["tools"]]
+
+
 async def test_a_server_that_never_starts_leaves_no_lock(claude_dir):
     async with plugin_user(claude_dir, cmd=["/bin/sh", "-c", "exit 3"],
                            claude={"outlive": False}) as user:  # no holder: no claude-nvim

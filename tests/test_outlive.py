@@ -198,7 +198,8 @@ async def test_claudes_editor_opens_in_the_neovim_that_adopted_it(
 
 async def test_neovim_quitting_as_claude_starts_leaves_no_lock(claude_dir):
     """The server a claude starts with is spawned a moment after claude (it would slow
-    claude's own start); Neovim quitting before that leaves no lock file behind."""
+    claude's own start), or as Neovim quits if that is sooner; then it cannot attach, and
+    it leaves no lock file behind."""
     async with neovim(claude_dir) as user:
         await user.request("nvim_command", "ClaudeNvim")
         assert list((claude_dir / "cfg" / "ide").glob("*.lock"))

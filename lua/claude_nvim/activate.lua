@@ -27,6 +27,17 @@ local function lock_dir()
   return dir
 end
 
+-- listen(2) on the socket `fd`, outside Neovim's loop: libuv's listen watches the socket
+-- there, and would accept a connection meant for the server (and drop it with Neovim's copy).
+-- False without LuaJIT's FFI.
+local function listen_outside_loop(fd)
+  local has_ffi, ffi = pcall(require, 'ffi')
+  if not has_ffi then return false end
+  -- Under a name of its own (asm): another plugin may have declared `listen` otherwise.
+  pcall(ffi.cdef, 'int claude_nvim_listen(int fd, int backlog) __asm__("listen");')
+  return ffi.C.claude_nvim_listen(fd, 128) == 0
+end
+
 -- A new file `path`, born 0600 (never one that was there: O_EXCL), holding `text`.
 local function write_new(path, text)
   local fd, err = uv.fs_open(path, 'wx', PRIVATE_FILE)
@@ -61,6 +72,7 @@ end
 ---@field claude {env: table<string, string>, args: string[]} what a claude needs to connect
 ---@field files string[] what to remove if the server never takes over
 ---@field tcp uv.uv_tcp_t Neovim's copy of the socket
+---@field unwatched boolean Neovim's loop does not watch it: the server may start later
 ---@field job? {stop: fun()} the server's job, once spawned (claude_nvim's serve_activated)
 
 --- Bind 127.0.0.1:0, make the token, write the lock and the --mcp-config file for them: the
@@ -74,15 +86,16 @@ function M.prepare(server_lua)
   if not dir then return nil, why end
   local tcp = uv.new_tcp()
   local ok, err = tcp:bind('127.0.0.1', 0)
-  -- Listened on, but never polled here: it is closed in the same tick it is handed over (so
-  -- Neovim's loop never accepts a connection meant for the server).
-  if ok then ok, err = tcp:listen(128, function() end) end
+  local fd, ferr = tcp:fileno()  -- made by bind
+  local unwatched = ok and fd and listen_outside_loop(fd) or false
+  -- Else libuv's: Neovim's loop watches it from its next turn, so it is closed in the same
+  -- tick it is handed over.
+  if ok and not unwatched then ok, err = tcp:listen(128, function() end) end
   if not ok then
     tcp:close()
     return nil, 'cannot listen on 127.0.0.1: ' .. tostring(err)
   end
   local bound, berr = tcp:getsockname()
-  local fd, ferr = tcp:fileno()
   if not bound or not fd then
     tcp:close()
     return nil, 'cannot listen on 127.0.0.1: ' .. tostring(berr or ferr)
@@ -115,7 +128,7 @@ function M.prepare(server_lua)
     end
   end
   vim.list_extend(env, { 'CLAUDE_NVIM_TOKEN=' .. token, 'CLAUDE_NVIM_MCP_CONFIG=' .. config })
-  return { port = port, lock = lock, env = env, fd = fd, tcp = tcp,
+  return { port = port, lock = lock, env = env, fd = fd, tcp = tcp, unwatched = unwatched,
            files = { lock, config },
            claude = { env = core.claude_env(port, nil), args = { '--mcp-config', config,
                                                                   '--settings',

@@ -303,7 +303,8 @@ local SERVER_AFTER_CLAUDE_MS = 300
 -- as its fd 3, which jobstart cannot hand over. Its job is a table { stop = fn }. `detach`: it
 -- may outlive Neovim (then it ends by itself). Spawned on the next turn of the loop (the
 -- claude waiting for it starts first, and forking Neovim for the server, up to ~10 ms, is not
--- on the way to its start), or SERVER_AFTER_CLAUDE_MS later when `for_claude`.
+-- on the way to its start), or SERVER_AFTER_CLAUDE_MS later when `for_claude` (and Neovim's
+-- loop does not watch the socket meanwhile: activation.unwatched).
 local function serve_activated(cmd, args, activation, detach, for_claude)
   local activate = require('claude_nvim.activate')
   local job, process, cancelled = {}, nil, false ---@type table, uv.uv_process_t?, boolean
@@ -349,9 +350,10 @@ local function serve_activated(cmd, args, activation, detach, for_claude)
       said = error_line(lines, said)
     end)
   end
-  if not for_claude then return vim.schedule(spawn) end
-  -- Neovim quitting first: no server (it could not attach), and no lock left behind.
-  local leaving = api.nvim_create_autocmd('VimLeavePre', { once = true, callback = job.stop })
+  if not (for_claude and activation.unwatched) then return vim.schedule(spawn) end
+  -- Neovim quitting first: it starts then, as it would have before (its claude may be reading
+  -- the --mcp-config file, which it removes as it ends).
+  local leaving = api.nvim_create_autocmd('VimLeavePre', { once = true, callback = spawn })
   vim.defer_fn(function()
     pcall(api.nvim_del_autocmd, leaving)
     spawn()

@@ -80,8 +80,11 @@ end
 -- `claude`'s number, claimed before its holder starts (held.claim): one another Neovim's
 -- Claude took meanwhile gives way to the next free one.
 local function claim_number(claude)
-  local taken, n = taken_numbers(), claude.n
-  while not held().claim(n) do n = free_number(n + 1, taken) end
+  local taken, n = nil, claude.n
+  while not held().claim(n) do
+    taken = taken or taken_numbers()
+    n = free_number(n + 1, taken)
+  end
   claude.n = n
   vim.b[claude.buf].claude_nvim_terminal = n
 end
@@ -349,8 +352,8 @@ local function new_claude(n, started)
   local claude = { n = n, buf = buf, started = started or os.time() }
   vim.bo[buf].modifiable = false  -- until claude runs in it
   vim.b[buf].claude_nvim_terminal = n
-  vim.schedule(function()  -- for the user's keymaps and statuslines (FileType): once claude
-    -- started (its ftplugin and syntax search takes 2 ms and more)
+  vim.schedule(function()  -- for the user's keymaps and statuslines (FileType): after this
+    -- command (its ftplugin and syntax search takes 2 ms and more, not on claude's way)
     if api.nvim_buf_is_valid(buf) then vim.bo[buf].filetype = 'claude_nvim' end
   end)
   claudes[#claudes + 1], current = claude, claude
